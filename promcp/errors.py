@@ -1,0 +1,99 @@
+"""promcp's exception hierarchy (public).
+
+Every error promcp raises on purpose derives from :class:`PromcpError`, so callers can catch one type::
+
+    PromcpError
+    ├── ConfigError            a benchmark file, CLI argument or option is invalid (names file, key, line)
+    ├── TraceError             a trace on disk is unusable
+    │   ├── NotATraceError         the path holds no promcp journal or dataset
+    │   ├── JournalError           a journal line is corrupt (names file and line)
+    │   └── SchemaVersionError     a file was written by a newer promcp schema
+    ├── TokenizerError         an unknown tokenizer name, or a tokenizer file that fails to load or verify
+    ├── ImportFormatError      an export file cannot be parsed (names file, conversation, offset)
+    ├── ServerError            an MCP server failed to start, crashed, hung or spoke garbage
+    ├── LLMError               an LLM backend failed after its retries
+    └── InstrumentationError   a hook target is missing from the installed mcp SDK
+
+Warnings about input that was partly usable (a skipped line, a skipped file) are :class:`PromcpWarning`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class PromcpError(Exception):
+    """Base class of every error promcp raises on purpose."""
+
+
+class ConfigError(PromcpError):
+    """Invalid configuration: a benchmark file, CLI argument or option."""
+
+    def __init__(self, message: str, *, source: str | Path | None = None, key: str | None = None,
+                 line: int | None = None) -> None:
+        self.source = str(source) if source is not None else None
+        self.key = key
+        self.line = line
+        where = ":".join(str(p) for p in (self.source, line) if p is not None)
+        if key:
+            where = f"{where} [{key}]" if where else f"[{key}]"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class TraceError(PromcpError):
+    """A trace (journal or Parquet dataset) on disk cannot be used."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.path = str(path) if path is not None else None
+        super().__init__(f"{self.path}: {message}" if self.path else message)
+
+
+class NotATraceError(TraceError):
+    """The path exists but holds no promcp journal or dataset (or does not exist)."""
+
+
+class JournalError(TraceError):
+    """A journal line cannot be decoded."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, line: int | None = None) -> None:
+        self.line = line
+        loc = f"line {line}: " if line is not None else ""
+        super().__init__(f"{loc}{message}", path=path)
+
+
+class SchemaVersionError(TraceError):
+    """A file was written with a newer event schema than this promcp understands."""
+
+
+class TokenizerError(PromcpError):
+    """Unknown tokenizer name, or a tokenizer whose files are missing or fail verification."""
+
+
+class ImportFormatError(PromcpError):
+    """An export file (or a part of it) cannot be parsed."""
+
+
+class ServerError(PromcpError):
+    """An MCP server failed: did not start, crashed, hung past its timeout, or wrote non-protocol output."""
+
+    def __init__(self, message: str, *, server: str | None = None, error_type: str = "server_error") -> None:
+        self.server = server
+        self.error_type = error_type
+        super().__init__(f"server {server!r}: {message}" if server else message)
+
+
+class LLMError(PromcpError):
+    """An LLM backend call failed after the retry policy was exhausted."""
+
+    def __init__(self, message: str, *, error_type: str = "llm_error", status_code: int | None = None) -> None:
+        self.error_type = error_type
+        self.status_code = status_code
+        super().__init__(message)
+
+
+class InstrumentationError(PromcpError):
+    """The installed mcp SDK lacks a hook target promcp.instrument() needs."""
+
+
+class PromcpWarning(UserWarning):
+    """Input was partly usable: something was skipped, the rest was kept."""
