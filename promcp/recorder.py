@@ -1,0 +1,272 @@
+"""The seam between sources and the store: a :class:`Recorder` takes events from any source and journals them.
+
+Sources (the ``promcp run`` host, the ``promcp.instrument()`` shims, the importers) build :class:`~promcp.events.Event`
+rows and hand them to the active recorder. The recorder
+
+* fills identity columns (run, topology, source, benchmark) and the columns set by the surrounding :func:`scope`
+  (task, round, server, tool call, model…) on fields the event left empty,
+* assigns ``seq`` (the run's event order),
+* truncates and redacts previews,
+* appends the event to the run's journal before returning (or, with :meth:`emit_later`, after a worker thread has
+  computed what the hot path should not, such as token counts),
+* captures content (schemas, results, prompts) once per hash when ``capture_content`` is on,
+* finalizes the journal into the run's Parquet file on :meth:`close` (also on Ctrl-C/SIGTERM when the CLI runs it).
+
+Nothing here knows about MCP or LLMs; nothing in analysis knows about recorders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import itertools
+import os
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from promcp._version import __version__
+from promcp.errors import PromcpError
+from promcp.events import Event, Topology
+from promcp.redact import DEFAULT_PREVIEW_CHARS, preview
+from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
+from promcp.store.parquet import finalize
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Columns that the code around an event knows better than the code that emits it."""
+
+    benchmark: str | None = None
+    task_id: str | None = None
+    round: int | None = None
+    server: str | None = None
+    tool: str | None = None
+    tool_call_id: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    transport: str | None = None
+    trace_id: str | None = None
+    parent_span_id: str | None = None
+
+
+_SCOPE_FIELDS = tuple(f.name for f in fields(Scope))
+_EMPTY_SCOPE = Scope()
+_scope_var: contextvars.ContextVar[Scope] = contextvars.ContextVar("promcp_scope", default=_EMPTY_SCOPE)
+_recorder_var: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("promcp_recorder", default=None)
+_global_recorder: Recorder | None = None
+
+
+def current_scope() -> Scope:
+    return _scope_var.get()
+
+
+@contextlib.contextmanager
+def scope(**values: Any) -> Iterator[Scope]:
+    """Set scope columns for every event emitted inside the block (nested scopes override outer ones)."""
+    unknown = set(values) - set(_SCOPE_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown scope fields: {', '.join(sorted(unknown))}")
+    new = replace(_scope_var.get(), **values)
+    token = _scope_var.set(new)
+    try:
+        yield new
+    finally:
+        _scope_var.reset(token)
+
+
+def current_recorder() -> Recorder | None:
+    """The recorder events go to: the one activated in this context, else the process-wide one, else None."""
+    return _recorder_var.get() or _global_recorder
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def sdk_versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [f"promcp={__version__}"]
+    for dist in ("mcp",):
+        with contextlib.suppress(PackageNotFoundError):
+            parts.append(f"{dist}={version(dist)}")
+    return ";".join(parts)
+
+
+class Recorder:
+    """Journals one run's events into the dataset directory ``out``.
+
+    Use as a context manager (the run is finalized to Parquet on exit, whatever the exit), or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        out: str | Path,
+        *,
+        topology: Topology | str = Topology.L_CUST,
+        source: str = "live",
+        run_id: str | None = None,
+        benchmark: str | None = None,
+        meta: dict[str, Any] | None = None,
+        fsync: FsyncPolicy = "always",
+        capture_content: bool = True,
+        preview_chars: int = DEFAULT_PREVIEW_CHARS,
+    ) -> None:
+        self.out = Path(out)
+        self.topology = Topology(topology)
+        self.source = source
+        self.run_id = run_id or new_run_id()
+        self.benchmark = benchmark
+        self.capture_content = capture_content
+        self.preview_chars = preview_chars
+        self.sdk_versions = sdk_versions()
+        self.journal_path = self.out / JOURNAL_DIR / f"{self.run_id}{JOURNAL_SUFFIX}"
+        header = JournalHeader(
+            run_id=self.run_id, topology=self.topology.value, source=source, benchmark=benchmark,
+            created_ns=time.time_ns(), promcp_version=__version__, meta=dict(meta or {}),
+        )
+        self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
+        self._seq = itertools.count()
+        self._seq_lock = threading.Lock()
+        self._blobs: set[str] = set()
+        self._queue: queue.Queue[tuple[int, Scope, Callable[[], Event | None]] | None] | None = None
+        self._worker: threading.Thread | None = None
+        self._worker_errors: list[BaseException] = []
+        self._pid = os.getpid()
+        self.events = 0
+        self.result_path: Path | None = None
+        self._closed = False
+
+    # -- emitting -----------------------------------------------------------------------------------------------
+
+    def next_seq(self) -> int:
+        with self._seq_lock:
+            return next(self._seq)
+
+    def _complete(self, event: Event, sc: Scope, seq: int | None) -> Event:
+        changes: dict[str, Any] = {
+            "run_id": self.run_id,
+            "topology": self.topology,
+            "source": event.source if event.source != "live" else self.source,
+            "seq": self.next_seq() if seq is None else seq,
+        }
+        if event.benchmark is None:
+            changes["benchmark"] = sc.benchmark or self.benchmark
+        for name in _SCOPE_FIELDS:
+            if name == "benchmark":
+                continue
+            value = getattr(sc, name)
+            if value is not None and getattr(event, name) is None:
+                changes[name] = value
+        if event.sdk_versions is None and self.source == "live":
+            changes["sdk_versions"] = self.sdk_versions
+        if event.req_preview is not None:
+            changes["req_preview"] = preview(event.req_preview, self.preview_chars)
+        if event.resp_preview is not None:
+            changes["resp_preview"] = preview(event.resp_preview, self.preview_chars)
+        return event.replace(**changes)
+
+    def emit(self, event: Event) -> Event:
+        """Complete ``event`` from the recorder and the current scope, journal it, and return the stored row."""
+        if self._closed:
+            raise PromcpError(f"recorder for run {self.run_id} is closed")
+        final = self._complete(event, current_scope(), None)
+        self._writer.append(final)
+        self.events += 1
+        return final
+
+    def emit_later(self, build: Callable[[], Event | None]) -> None:
+        """Journal the event ``build()`` returns, computed on a worker thread (off the caller's hot path).
+
+        The scope and the event order are taken now, so the row looks as if it had been emitted here.
+        """
+        if self._closed:
+            raise PromcpError(f"recorder for run {self.run_id} is closed")
+        if self._queue is None:
+            self._queue = queue.Queue()
+            self._worker = threading.Thread(target=self._work, name=f"promcp-recorder-{self.run_id}", daemon=True)
+            self._worker.start()
+        self._queue.put((self.next_seq(), current_scope(), build))
+
+    def _work(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                seq, sc, build = item
+                try:
+                    event = build()
+                    if event is not None:
+                        self._writer.append(self._complete(event, sc, seq))
+                        self.events += 1
+                except BaseException as exc:  # a broken builder must not stop the worker
+                    self._worker_errors.append(exc)
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Wait until every :meth:`emit_later` event is journaled."""
+        if self._queue is not None:
+            self._queue.join()
+
+    def put_text(self, kind: str, text: str) -> str:
+        """Capture ``text`` once per run under its hash (when ``capture_content`` is on); return the hash."""
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        if self.capture_content and digest not in self._blobs:
+            self._blobs.add(digest)
+            self._writer.append_blob(Blob(blob=digest, kind=kind, text=text))
+        return digest
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def activate(self) -> Iterator[Recorder]:
+        """Make this the recorder for events emitted in this context (and its child tasks)."""
+        token = _recorder_var.set(self)
+        try:
+            yield self
+        finally:
+            _recorder_var.reset(token)
+
+    def install_global(self) -> None:
+        """Make this the process-wide recorder (used by ``promcp.instrument()``, whose hooks run in any thread)."""
+        global _global_recorder
+        _global_recorder = self
+
+    def close(self, *, finalize_run: bool = True) -> Path | None:
+        """Stop accepting events, flush the worker, close the journal and (by default) finalize it to Parquet."""
+        global _global_recorder
+        if self._closed:
+            return self.result_path
+        if os.getpid() != self._pid:  # a forked child must not finalize its parent's journal
+            return None
+        if self._queue is not None:
+            self._queue.put(None)
+            if self._worker is not None:
+                self._worker.join()
+        self._closed = True
+        self._writer.close()
+        if _global_recorder is self:
+            _global_recorder = None
+        if finalize_run:
+            self.result_path = finalize(self.journal_path)
+        return self.result_path
+
+    @property
+    def worker_errors(self) -> list[BaseException]:
+        return list(self._worker_errors)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

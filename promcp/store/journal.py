@@ -1,0 +1,212 @@
+"""The run journal: an append-only JSON Lines file written as events finish.
+
+Layout of one journal (``<dataset>/_journal/<run_id>.jsonl``)::
+
+    {"promcp_journal": 1, "schema_version": 1, "run_id": ..., "topology": ..., "source": ..., ...}   header
+    {"stage": "INIT", "phase": "spawn", ...}                                                           an event
+    {"blob": "<hash>", "kind": "schema", "text": "..."}                                                 captured content
+    ...
+
+Every line is written with a single ``os.write`` on an ``O_APPEND`` descriptor, so a line that was written is in the
+kernel before the next event starts: a SIGKILL loses at most the line in flight, which a reader recognises as a
+partial last line and drops with a warning. ``fsync`` policy: ``always`` (every line reaches the disk before
+``append`` returns: survives power loss), ``interval`` (at most every ``fsync_interval_s``; for bulk imports and
+benchmarks), ``never``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from promcp.errors import JournalError, PromcpWarning, SchemaVersionError
+from promcp.events import SCHEMA_VERSION, Event, decode_event, encode_event
+
+FsyncPolicy = Literal["always", "interval", "never"]
+
+JOURNAL_DIR = "_journal"
+JOURNAL_SUFFIX = ".jsonl"
+_BLOB_PREFIX = b'{"blob":'
+_HEADER_KEY = "promcp_journal"
+
+
+class Blob(msgspec.Struct, frozen=True):
+    """Captured content (a tool schema, a result, a prompt), stored once per run under its hash."""
+
+    blob: str
+    kind: str
+    text: str
+
+
+class JournalHeader(msgspec.Struct, kw_only=True):
+    promcp_journal: int = 1
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    topology: str
+    source: str
+    benchmark: str | None = None
+    created_ns: int
+    promcp_version: str = ""
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+_blob_encoder = msgspec.json.Encoder()
+_header_decoder = msgspec.json.Decoder(JournalHeader)
+_blob_decoder = msgspec.json.Decoder(Blob)
+
+
+class JournalWriter:
+    """Appends lines to one run's journal. Thread-safe."""
+
+    def __init__(self, path: Path, header: JournalHeader, *, fsync: FsyncPolicy = "always",
+                 fsync_interval_s: float = 0.2) -> None:
+        if fsync not in ("always", "interval", "never"):
+            raise ValueError(f"fsync policy must be always, interval or never, not {fsync!r}")
+        self.path = path
+        self.header = header
+        self.fsync = fsync
+        self.fsync_interval_s = fsync_interval_s
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        self._lock = threading.Lock()
+        self._last_sync = time.monotonic()
+        self.lines = 0
+        self._write(msgspec.json.encode(header))
+        _fsync_dir(path.parent)
+
+    def append(self, event: Event) -> None:
+        self._write(encode_event(event))
+
+    def append_blob(self, blob: Blob) -> None:
+        self._write(_blob_encoder.encode(blob))
+
+    def _write(self, payload: bytes) -> None:
+        line = payload + b"\n"
+        with self._lock:
+            if self._fd is None:
+                raise JournalError("journal is closed", path=self.path)
+            view = memoryview(line)
+            while view:  # os.write may write fewer bytes than asked (signals, full disk): finish the line
+                written = os.write(self._fd, view)
+                view = view[written:]
+            self.lines += 1
+            if self.fsync == "always":
+                os.fsync(self._fd)
+            elif self.fsync == "interval":
+                now = time.monotonic()
+                if now - self._last_sync >= self.fsync_interval_s:
+                    os.fsync(self._fd)
+                    self._last_sync = now
+
+    def sync(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.fsync(self._fd)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.fsync(self._fd)
+                os.close(self._fd)
+                self._fd = None
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+
+@dataclass
+class JournalContents:
+    """What :func:`read_journal` recovered from one journal."""
+
+    path: Path
+    header: JournalHeader
+    events: list[Event] = field(default_factory=list)
+    blobs: dict[str, Blob] = field(default_factory=dict)
+    #: problems found, each naming the line: corrupt lines, a partial last line
+    problems: list[str] = field(default_factory=list)
+    lines: int = 0
+
+
+def read_journal(path: Path, *, warn: bool = True) -> JournalContents:
+    """Read a journal, keeping every valid line.
+
+    A corrupt line is skipped and reported with its line number; a partial last line (a writer killed mid-write)
+    is dropped and reported. A header from a newer schema raises :class:`SchemaVersionError`; a file without a
+    promcp header raises :class:`JournalError`.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise JournalError(f"cannot read journal: {exc.strerror or exc}", path=path) from exc
+    lines = data.split(b"\n")
+    partial_tail = lines[-1] != b""
+    if not partial_tail:
+        lines.pop()
+    if not lines or not lines[0].strip():
+        raise JournalError("empty file: no promcp journal header", path=path, line=1)
+    try:
+        header = _header_decoder.decode(lines[0])
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise JournalError(f"not a promcp journal header ({exc})", path=path, line=1) from exc
+    if header.schema_version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"journal written with event schema v{header.schema_version}; this promcp reads up to "
+            f"v{SCHEMA_VERSION} (upgrade promcp)",
+            path=path,
+        )
+    out = JournalContents(path=path, header=header, lines=len(lines))
+    last = len(lines)
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            if line.startswith(_BLOB_PREFIX):
+                blob = _blob_decoder.decode(line)
+                out.blobs[blob.blob] = blob
+            else:
+                out.events.append(decode_event(line))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            if number == last and partial_tail:
+                out.problems.append(f"line {number}: partial last line dropped (the writer stopped mid-line)")
+            else:
+                out.problems.append(f"line {number}: corrupt line skipped ({exc})")
+    if warn:
+        for problem in out.problems:
+            warnings.warn(f"{path}: {problem}", PromcpWarning, stacklevel=2)
+    return out
+
+
+def iter_journals(root: Path) -> Iterator[Path]:
+    """Journals waiting to be finalized under a dataset directory."""
+    jdir = root / JOURNAL_DIR
+    if jdir.is_dir():
+        yield from sorted(p for p in jdir.iterdir() if p.suffix == JOURNAL_SUFFIX and p.is_file())
+
+
+def is_journal(path: Path) -> bool:
+    if not path.is_file() or path.suffix != JOURNAL_SUFFIX:
+        return False
+    with path.open("rb") as fh:
+        return fh.read(32).lstrip().startswith(b'{"' + _HEADER_KEY.encode())
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
