@@ -1,0 +1,1 @@
+"""promcp.analysis — load traces into pandas and compute attribution tables."""

@@ -1,0 +1,76 @@
+"""Load promcp traces into pandas (and Arrow) for notebooks and tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from promcp.store.parquet import ARROW_SCHEMA, CONTENT_SCHEMA, content_files, discover
+
+
+def _unify(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
+    """Bring a run file's table to the current schema: missing columns (older writers) become nulls."""
+    wanted = ARROW_SCHEMA if columns is None else pa.schema([ARROW_SCHEMA.field(c) for c in columns])
+    arrays = []
+    for field in wanted:
+        if field.name in table.column_names:
+            arrays.append(table.column(field.name).cast(field.type))
+        else:
+            arrays.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(arrays, schema=wanted)
+
+
+def load_table(path: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """All events under ``path`` as one Arrow table (only ``columns`` if given).
+
+    ``path`` may be a dataset directory, a run directory, an ``events.parquet`` file or a journal; journals are
+    finalized first. Unusable files are skipped with a :class:`~promcp.errors.PromcpWarning` naming them.
+    """
+    runs = discover(Path(path))
+    if columns is not None:
+        unknown = [c for c in columns if c not in ARROW_SCHEMA.names]
+        if unknown:
+            raise KeyError(f"unknown event columns: {', '.join(unknown)}")
+    tables = []
+    for run in runs:
+        present = pq.read_schema(run.path).names
+        read_cols = [c for c in (columns or ARROW_SCHEMA.names) if c in present]
+        tables.append(_unify(pq.read_table(run.path, columns=read_cols), columns))
+    return pa.concat_tables(tables, promote_options="permissive").unify_dictionaries()
+
+
+def _types_mapper(typ: pa.DataType) -> pd.ArrowDtype | None:
+    # nested columns (parts) stay Arrow-backed: no Python object per row
+    if pa.types.is_list(typ) or pa.types.is_struct(typ):
+        return pd.ArrowDtype(typ)
+    return None
+
+
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    """Arrow events → pandas: dictionary columns become categoricals, ``parts`` stays Arrow-backed."""
+    return table.to_pandas(types_mapper=_types_mapper, split_blocks=True)
+
+
+def load(path: str | Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Events under ``path`` as a pandas DataFrame, one row per event (see docs/events.md for the columns).
+
+    >>> import promcp.analysis as pa
+    >>> df = pa.load("traces/example")
+    >>> df.groupby(["topology", "phase"], observed=True)["tokens_in"].sum()
+    """
+    return to_frame(load_table(path, columns))
+
+
+def load_content(path: str | Path) -> pd.DataFrame:
+    """Captured content (tool schemas, results, prompts) of the dataset ``path`` belongs to: hash, kind, text."""
+    files = content_files(Path(path))
+    if not files:
+        return pd.DataFrame({"hash": pd.Series(dtype=str), "kind": pd.Series(dtype=str),
+                             "text": pd.Series(dtype=str)})
+    tables = [pq.read_table(f).cast(CONTENT_SCHEMA) for f in files]
+    table = pa.concat_tables(tables).unify_dictionaries()
+    return table.to_pandas().drop_duplicates("hash", ignore_index=True)

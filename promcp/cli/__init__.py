@@ -1,0 +1,5 @@
+"""Command-line interface."""
+
+
+def main() -> int:
+    return 0
