@@ -259,7 +259,8 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
             sums = dict.fromkeys(Origin, 0)
             for part in self.parts:
                 sums[part.origin] += part.tokens
-            origins = tuple(sums[o] for o in ORIGIN_COLUMNS)
+            origins = (sums[Origin.SYSTEM], sums[Origin.SCHEMAS], sums[Origin.USER], sums[Origin.HISTORY],
+                       sums[Origin.TOOL_RESULTS])
             self.in_system, self.in_schemas, self.in_user, self.in_history, self.in_tool_results = origins
         if origins != (None, None, None, None, None):
             total = sum(v or 0 for v in origins)

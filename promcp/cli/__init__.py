@@ -1,5 +1,49 @@
-"""Command-line interface."""
+"""The ``promcp`` command line: one small module per subcommand.
+
+Each subcommand module in this package exposes ``add_parser(subparsers)``, which registers its parser and sets
+``func`` (a callable taking the parsed namespace and returning an exit code). :func:`main` wires them together,
+turns promcp's own errors into a one-line message and exit status 2, and makes SIGTERM behave like Ctrl-C so that
+every command can finalize what it recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from promcp._version import __version__
+from promcp.cli._common import run_command
+
+#: Subcommand modules, in the order ``promcp --help`` lists them.
+COMMAND_MODULES = ("run", "import_", "report", "whatif", "bench")
 
 
-def main() -> int:
-    return 0
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="promcp",
+        description="Token-flow profiling and tracing for MCP agents: see the tools tax per stage.",
+        epilog="Run 'promcp COMMAND --help' for the options of one command. Docs: docs/ in the repository.",
+    )
+    parser.add_argument("--version", action="version", version=f"promcp {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"promcp.cli.{name}")
+        except ModuleNotFoundError as exc:  # a command not built yet in this tree
+            if exc.name != f"promcp.cli.{name}":
+                raise
+            continue
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_command(args.func, args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from promcp.cli import main
+
+sys.exit(main())
