@@ -69,8 +69,9 @@ def load_content(path: str | Path) -> pd.DataFrame:
     """Captured content (tool schemas, results, prompts) of the dataset ``path`` belongs to: hash, kind, text."""
     files = content_files(Path(path))
     if not files:
-        return pd.DataFrame({"hash": pd.Series(dtype=str), "kind": pd.Series(dtype=str),
-                             "text": pd.Series(dtype=str)})
+        return pd.DataFrame(
+            {"hash": pd.Series(dtype=str), "kind": pd.Series(dtype=str), "text": pd.Series(dtype=str)}
+        )
     tables = [pq.read_table(f).cast(CONTENT_SCHEMA) for f in files]
     table = pa.concat_tables(tables).unify_dictionaries()
     return table.to_pandas().drop_duplicates("hash", ignore_index=True)

@@ -61,8 +61,9 @@ def _group_keys(df: pd.DataFrame, by: Sequence[str]) -> list[str]:
     return list(by)
 
 
-def _stats(per_task: pd.DataFrame, by: list[str], items: Sequence[str], item_name: str,
-           value: str) -> pd.DataFrame:
+def _stats(
+    per_task: pd.DataFrame, by: list[str], items: Sequence[str], item_name: str, value: str
+) -> pd.DataFrame:
     """mean, std and share of mean total for each item column of a per-task frame."""
     rows = []
     groups = per_task.groupby(by, sort=True, dropna=False, observed=True) if by else [((), per_task)]
@@ -73,19 +74,28 @@ def _stats(per_task: pd.DataFrame, by: list[str], items: Sequence[str], item_nam
         for item in (*items, "total"):
             col = total if item == "total" else part[item]
             mean = col.mean()
-            rows.append({
-                **dict(zip(by, key, strict=True)),
-                item_name: item,
-                f"{value}_mean": mean,
-                f"{value}_std": col.std(ddof=1) if col.count() > 1 else 0.0 if col.count() == 1 else np.nan,
-                f"{value}_share": (100.0 * mean / total_mean) if total_mean and not np.isnan(total_mean) else np.nan,
-                "tasks": int(col.count()),
-            })
+            rows.append(
+                {
+                    **dict(zip(by, key, strict=True)),
+                    item_name: item,
+                    f"{value}_mean": mean,
+                    f"{value}_std": col.std(ddof=1)
+                    if col.count() > 1
+                    else 0.0
+                    if col.count() == 1
+                    else np.nan,
+                    f"{value}_share": (100.0 * mean / total_mean)
+                    if total_mean and not np.isnan(total_mean)
+                    else np.nan,
+                    "tasks": int(col.count()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def _per_task(frame: pd.DataFrame, keys: list[str], item: str, items: Sequence[str], value: str,
-              min_count: int) -> pd.DataFrame:
+def _per_task(
+    frame: pd.DataFrame, keys: list[str], item: str, items: Sequence[str], value: str, min_count: int
+) -> pd.DataFrame:
     """Sum ``value`` per task and ``item`` into one column per item.
 
     An item with no events in a task counts 0; an item whose events all lack the value stays NaN (unknown), so
@@ -111,8 +121,10 @@ def task_phase_totals(df: pd.DataFrame, by: Sequence[str] = ("topology",)) -> pd
     phase = stage.map(_STAGE_TO_PHASE)
     tokens = np.select(
         [stage.isin(["S1", "S5"]).to_numpy(), stage.isin(["S2", "S6"]).to_numpy()],
-        [work["tokens_in"].to_numpy(dtype="float64", na_value=np.nan),
-         work["tokens_out"].to_numpy(dtype="float64", na_value=np.nan)],
+        [
+            work["tokens_in"].to_numpy(dtype="float64", na_value=np.nan),
+            work["tokens_out"].to_numpy(dtype="float64", na_value=np.nan),
+        ],
         work["footprint_tokens"].to_numpy(dtype="float64", na_value=np.nan),
     )
     keys = [*by, *TASK_KEYS]
@@ -135,15 +147,35 @@ def phase_attribution(df: pd.DataFrame, by: Sequence[str] = ("topology",)) -> pd
     by = _group_keys(df, by)
     per_task = task_phase_totals(df, by)
     if per_task.empty:
-        return pd.DataFrame(columns=[*by, "phase", "tokens_mean", "tokens_std", "tokens_share",
-                                     "latency_ms_mean", "latency_ms_std", "latency_ms_share", "tasks"])
+        return pd.DataFrame(
+            columns=[
+                *by,
+                "phase",
+                "tokens_mean",
+                "tokens_std",
+                "tokens_share",
+                "latency_ms_mean",
+                "latency_ms_std",
+                "latency_ms_share",
+                "tasks",
+            ]
+        )
     tok = per_task.rename(columns={f"tokens_{p}": p for p in PHASES})
     lat = per_task.rename(columns={f"latency_{p}": p for p in PHASES})
     t = _stats(tok, by, PHASES, "phase", "tokens")
     lt = _stats(lat, by, PHASES, "phase", "latency_ms").drop(columns=["tasks"])
     return t.merge(lt, on=[*by, "phase"], how="left")[
-        [*by, "phase", "tokens_mean", "tokens_std", "tokens_share", "latency_ms_mean", "latency_ms_std",
-         "latency_ms_share", "tasks"]
+        [
+            *by,
+            "phase",
+            "tokens_mean",
+            "tokens_std",
+            "tokens_share",
+            "latency_ms_mean",
+            "latency_ms_std",
+            "latency_ms_share",
+            "tasks",
+        ]
     ]
 
 
@@ -169,14 +201,16 @@ def latency_segments(df: pd.DataFrame, by: Sequence[str] = ("topology",)) -> pd.
     is_answer = frame["_answer"].eq(True).to_numpy()
     llm = np.isin(stage, ["S1", "S2", "S5", "S6"])
     frame["segment"] = np.where(
-        np.isin(stage, ["S3", "S4"]), "tool_execution",
+        np.isin(stage, ["S3", "S4"]),
+        "tool_execution",
         np.where(llm & is_answer, "answer_synthesis", np.where(llm, "tool_plan", "")),
     )
     frame = frame[frame["segment"] != ""]
     per_task = _per_task(frame, keys, "segment", SEGMENTS, "latency", min_count=1).reset_index()
     if per_task.empty:
-        return pd.DataFrame(columns=[*by, "segment", "latency_ms_mean", "latency_ms_std", "latency_ms_share",
-                                     "tasks"])
+        return pd.DataFrame(
+            columns=[*by, "segment", "latency_ms_mean", "latency_ms_std", "latency_ms_share", "tasks"]
+        )
     return _stats(per_task, by, SEGMENTS, "segment", "latency_ms")
 
 
@@ -200,7 +234,9 @@ def session_init(df: pd.DataFrame, by: Sequence[str] = ("topology", "server", "t
         key = key if isinstance(key, tuple) else (key,)
         row: dict[str, object] = dict(zip(by, key, strict=True))
         sessions = part[part["phase"].isin(["initialize"])]
-        row["sessions"] = int(len(sessions)) if len(sessions) else int(part["phase"].eq("tools_discovery").sum())
+        row["sessions"] = (
+            len(sessions) if len(sessions) else int(part["phase"].eq("tools_discovery").sum())
+        )
         row["failures"] = int(part["failed"].sum())
         for p in INIT_PHASES:
             lat = part.loc[part["phase"] == p, "latency"]
@@ -244,14 +280,16 @@ def input_origins(df: pd.DataFrame, by: Sequence[str] = ("topology",)) -> pd.Dat
         per_task = part.groupby(list(TASK_KEYS), observed=True)[[*cols, "tokens_in"]].sum(min_count=1)
         total = part["tokens_in"].sum()
         for origin, c in zip(ORIGINS, cols, strict=True):
-            rows.append({
-                **dict(zip(by, key, strict=True)),
-                "origin": origin,
-                "per_call_mean": part[c].mean(),
-                "per_task_mean": per_task[c].mean(),
-                "share": 100.0 * part[c].sum() / total if total else np.nan,
-                "calls": int(part[c].count()),
-            })
+            rows.append(
+                {
+                    **dict(zip(by, key, strict=True)),
+                    "origin": origin,
+                    "per_call_mean": part[c].mean(),
+                    "per_task_mean": per_task[c].mean(),
+                    "share": 100.0 * part[c].sum() / total if total else np.nan,
+                    "calls": int(part[c].count()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -261,8 +299,11 @@ def _parts_frame(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     work = work[work["stage"].astype(str).isin(["S1", "S5"]) & work["parts"].notna()]
     if work.empty:
         return pd.DataFrame(columns=[*by, *TASK_KEYS, "seq", "origin", "key", "tokens"])
-    arr = pa.chunked_array([pa.array(work["parts"])]) if not isinstance(work["parts"].array, pa.ChunkedArray) \
+    arr = (
+        pa.chunked_array([pa.array(work["parts"])])
+        if not isinstance(work["parts"].array, pa.ChunkedArray)
         else work["parts"].array
+    )
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     parents = pc.list_parent_indices(arr).to_numpy()
     flat = pc.list_flatten(arr)
@@ -285,14 +326,25 @@ def resend_cost(df: pd.DataFrame, by: Sequence[str] = ("topology",)) -> pd.DataF
     """
     by = _group_keys(df, by)
     parts = _parts_frame(df, by)
-    cols = [*by, "origin", "server", "tool", "sends", "tokens_first", "tokens_resent", "tokens_total",
-            "resent_share"]
+    cols = [
+        *by,
+        "origin",
+        "server",
+        "tool",
+        "sends",
+        "tokens_first",
+        "tokens_resent",
+        "tokens_total",
+        "resent_share",
+    ]
     if parts.empty:
         return pd.DataFrame(columns=cols)
     keys = [*by, *TASK_KEYS, "origin", "key"]
     parts = parts.sort_values("seq", kind="stable")
     g = parts.groupby(keys, sort=False, observed=True)["tokens"]
-    per_key = pd.DataFrame({"sends": g.size(), "tokens_first": g.first(), "tokens_total": g.sum()}).reset_index()
+    per_key = pd.DataFrame(
+        {"sends": g.size(), "tokens_first": g.first(), "tokens_total": g.sum()}
+    ).reset_index()
     per_key["tokens_resent"] = per_key["tokens_total"] - per_key["tokens_first"]
     # name the owner of each key: schema keys are "<server>/<tool>", result keys are tool-call ids
     server = pd.Series(pd.NA, index=per_key.index, dtype=object)
@@ -301,26 +353,42 @@ def resend_cost(df: pd.DataFrame, by: Sequence[str] = ("topology",)) -> pd.DataF
     split = per_key.loc[is_schema, "key"].str.split("/", n=1, expand=True)
     if not split.empty:
         server[is_schema] = split[0]
-        tool[is_schema] = split[1] if 1 in split else pd.NA
+        tool[is_schema] = split.get(1, pd.NA)
     is_result = per_key["origin"] == "tool_results"
     if is_result.any():
-        s4 = df.loc[(df["stage"].astype(str) == "S4") & df["tool_call_id"].notna(),
-                    ["run_id", "task_id", "tool_call_id", "server", "tool"]]
-        owners = pd.DataFrame({
-            "run_id": _as_str(s4["run_id"]), "task_id": _as_str(s4["task_id"]),
-            "key": s4["tool_call_id"].astype(str), "o_server": _as_str(s4["server"]), "o_tool": _as_str(s4["tool"]),
-        }).drop_duplicates(["run_id", "task_id", "key"])
+        s4 = df.loc[
+            (df["stage"].astype(str) == "S4") & df["tool_call_id"].notna(),
+            ["run_id", "task_id", "tool_call_id", "server", "tool"],
+        ]
+        owners = pd.DataFrame(
+            {
+                "run_id": _as_str(s4["run_id"]),
+                "task_id": _as_str(s4["task_id"]),
+                "key": s4["tool_call_id"].astype(str),
+                "o_server": _as_str(s4["server"]),
+                "o_tool": _as_str(s4["tool"]),
+            }
+        ).drop_duplicates(["run_id", "task_id", "key"])
         joined = per_key.loc[is_result, ["run_id", "task_id", "key"]].merge(
-            owners, on=["run_id", "task_id", "key"], how="left")
+            owners, on=["run_id", "task_id", "key"], how="left"
+        )
         server[is_result] = joined["o_server"].to_numpy()
         tool[is_result] = joined["o_tool"].to_numpy()
     per_key["server"] = server.fillna("—")
     per_key["tool"] = tool.fillna("—")
-    out = per_key.groupby([*by, "origin", "server", "tool"], sort=False, observed=True).agg(
-        sends=("sends", "sum"), tokens_first=("tokens_first", "sum"), tokens_resent=("tokens_resent", "sum"),
-        tokens_total=("tokens_total", "sum"),
-    ).reset_index()
-    out["resent_share"] = np.where(out["tokens_total"] > 0, 100.0 * out["tokens_resent"] / out["tokens_total"],
-                                   np.nan)
-    return out.sort_values([*by, "tokens_resent"], ascending=[True] * len(by) + [False],
-                           ignore_index=True)[cols]
+    out = (
+        per_key.groupby([*by, "origin", "server", "tool"], sort=False, observed=True)
+        .agg(
+            sends=("sends", "sum"),
+            tokens_first=("tokens_first", "sum"),
+            tokens_resent=("tokens_resent", "sum"),
+            tokens_total=("tokens_total", "sum"),
+        )
+        .reset_index()
+    )
+    out["resent_share"] = np.where(
+        out["tokens_total"] > 0, 100.0 * out["tokens_resent"] / out["tokens_total"], np.nan
+    )
+    return out.sort_values([*by, "tokens_resent"], ascending=[True] * len(by) + [False], ignore_index=True)[
+        cols
+    ]

@@ -39,17 +39,19 @@ def compare_tokenizers(texts: Iterable[str], names: Sequence[str]) -> pd.DataFra
             r = float(np.corrcoef(ref, c)[0, 1])
         else:
             r = float("nan")
-        rows.append({
-            "tokenizer": tok.name,
-            "token_source": tok.source.value,
-            "texts": len(texts),
-            "chars": int(chars.sum()),
-            "bytes": int(nbytes.sum()),
-            "tokens": int(total),
-            "tokens_mean": float(c.mean()) if len(texts) else float("nan"),
-            "tokens_per_char": total / chars.sum() if chars.sum() else float("nan"),
-            "tokens_per_byte": total / nbytes.sum() if nbytes.sum() else float("nan"),
-            "ratio_to_ref": total / ref.sum() if ref.sum() else float("nan"),
-            "pearson_r": r,
-        })
+        rows.append(
+            {
+                "tokenizer": tok.name,
+                "token_source": tok.source.value,
+                "texts": len(texts),
+                "chars": int(chars.sum()),
+                "bytes": int(nbytes.sum()),
+                "tokens": int(total),
+                "tokens_mean": float(c.mean()) if len(texts) else float("nan"),
+                "tokens_per_char": total / chars.sum() if chars.sum() else float("nan"),
+                "tokens_per_byte": total / nbytes.sum() if nbytes.sum() else float("nan"),
+                "ratio_to_ref": total / ref.sum() if ref.sum() else float("nan"),
+                "pearson_r": r,
+            }
+        )
     return pd.DataFrame(rows)

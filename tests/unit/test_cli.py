@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from promcp import __version__
+from promcp.cli import COMMAND_MODULES, build_parser
+
+
+def _promcp(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "promcp.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_version() -> None:
+    out = _promcp("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"promcp {__version__}"
+
+
+def test_every_subcommand_has_help() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    names = set(sub.choices)  # type: ignore[arg-type]
+    assert {"run", "import", "report"} <= names, f"registered: {sorted(names)}; modules: {COMMAND_MODULES}"
+    for name in sorted(names):
+        out = _promcp(name, "--help")
+        assert out.returncode == 0, out.stderr
+        assert f"usage: promcp {name}" in out.stdout
+
+
+def test_report_on_a_missing_path_is_one_clear_line(tmp_path: Path) -> None:
+    out = _promcp("report", str(tmp_path / "nope"))
+    assert out.returncode == 2
+    assert "error:" in out.stderr and "nope" in out.stderr and "no such file" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("args", [["report"], ["report", ".", "--format", "xml"], ["frobnicate"]])
+def test_bad_arguments_exit_2(args: list[str]) -> None:
+    out = _promcp(*args)
+    assert out.returncode == 2 and "usage:" in out.stderr

@@ -1,0 +1,188 @@
+"""The durable store: journal recovery, atomic Parquet, schema versions, bad inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import promcp.analysis as pa_
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from promcp.errors import NotATraceError, PromcpWarning, SchemaVersionError
+from promcp.events import Event, Stage
+from promcp.recorder import Recorder
+from promcp.store import discover, read_journal
+from promcp.store.journal import JOURNAL_DIR
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _s3(i: int) -> Event:
+    return Event(stage=Stage.S3, task_id=f"t{i // 4}", round=1, footprint_tokens=i, latency_ms=0.5, tool="x")
+
+
+def test_recorder_round_trip_and_layout(tmp_path: Path) -> None:
+    with Recorder(tmp_path, topology="c-cust", run_id="run1", benchmark="b") as rec:
+        for i in range(10):
+            rec.emit(_s3(i))
+        h = rec.put_text("schema", '{"name": "x"}')
+    files = list(tmp_path.rglob("events.parquet"))
+    assert [f.relative_to(tmp_path).as_posix() for f in files] == [
+        "topology=c-cust/run_id=run1/events.parquet"
+    ]
+    assert not list((tmp_path / JOURNAL_DIR).glob("*.jsonl")), "the journal is removed once finalized"
+    meta = pq.read_schema(files[0]).metadata
+    assert meta[b"promcp.schema_version"] == b"1"
+    df = pa_.load(tmp_path)
+    assert list(df["seq"]) == list(range(10))
+    assert list(df["footprint_tokens"]) == list(range(10))
+    assert set(df["benchmark"].astype(str)) == {"b"}
+    content = pa_.load_content(tmp_path)
+    assert content.loc[content["hash"] == h, "text"].item() == '{"name": "x"}'
+
+
+def test_corrupt_journal_line_keeps_valid_rows(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path, run_id="run2")
+    for i in range(5):
+        rec.emit(_s3(i))
+    rec.close(finalize_run=False)
+    journal = tmp_path / JOURNAL_DIR / "run2.jsonl"
+    lines = journal.read_bytes().splitlines(keepends=True)
+    lines.insert(3, b'{"stage": "S3", "footprint_tokens": "NaN-ish"}\n')
+    lines.insert(5, b"\xff\xfe garbage\n")
+    journal.write_bytes(b"".join(lines) + b'{"stage":"S3","footprint_tok')  # and a torn last line
+    with pytest.warns(PromcpWarning) as caught:
+        df = pa_.load(tmp_path)
+    assert len(df) == 5
+    messages = " ".join(str(w.message) for w in caught)
+    assert "run2.jsonl" in messages and "line 4" in messages and "line 6" in messages
+
+
+def test_report_finalizes_an_unfinalized_journal(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path, run_id="run3")
+    rec.emit(_s3(1))
+    rec.close(finalize_run=False)
+    assert not list(tmp_path.rglob("events.parquet"))
+    rep = pa_.report(tmp_path)
+    assert rep.events == 1
+    assert list(tmp_path.rglob("events.parquet"))
+
+
+def test_future_schema_version_is_refused_by_name(tmp_path: Path) -> None:
+    with Recorder(tmp_path, run_id="ok") as rec:
+        rec.emit(_s3(1))
+    good = next(tmp_path.rglob("events.parquet"))
+    future_dir = tmp_path / "topology=l-cust" / "run_id=future"
+    future_dir.mkdir(parents=True)
+    table = pq.read_table(good)
+    meta = dict(table.schema.metadata)
+    meta[b"promcp.schema_version"] = b"99"
+    pq.write_table(table.replace_schema_metadata(meta), future_dir / "events.parquet")
+    with pytest.raises(SchemaVersionError, match=r"run_id=future.*99"):
+        discover(future_dir / "events.parquet")
+    with pytest.warns(PromcpWarning, match="run_id=future"):
+        df = pa_.load(tmp_path)
+    assert len(df) == 1, "the valid run is kept"
+
+
+def test_paths_that_are_not_traces(tmp_path: Path) -> None:
+    with pytest.raises(NotATraceError, match="no such file"):
+        pa_.load(tmp_path / "missing")
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(NotATraceError, match=r"notes\.txt"):
+        pa_.load(tmp_path / "notes.txt")
+    foreign = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table({"a": [1]}), foreign)
+    with pytest.raises(NotATraceError, match=r"foreign\.parquet.*not written by promcp"):
+        pa_.load(foreign)
+    with (
+        pytest.warns(PromcpWarning, match="foreign.parquet"),
+        pytest.raises(NotATraceError, match="no promcp events"),
+    ):
+        pa_.load(tmp_path)
+
+
+WRITER = textwrap.dedent("""
+    import sys, time
+    from promcp.events import Event, Stage
+    from promcp.recorder import Recorder
+    rec = Recorder(sys.argv[1], run_id="killed", fsync="always")
+    i = 0
+    while True:
+        rec.emit(Event(stage=Stage.S3, task_id="t", footprint_tokens=i))
+        print(i, flush=True)
+        i += 1
+        time.sleep(0.002)
+""")
+
+
+def test_sigkill_loses_at_most_the_event_in_flight(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    done = -1
+    for line in proc.stdout:  # every printed number was emitted (journaled + fsync'd) before the print
+        done = int(line)
+        if done >= 200:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    contents = read_journal(tmp_path / JOURNAL_DIR / "killed.jsonl", warn=False)
+    recovered = [e.footprint_tokens for e in contents.events]
+    assert recovered[: done + 1] == list(range(done + 1))
+    assert len(recovered) <= done + 2
+    df = pa_.load(tmp_path)  # finalizes the journal of the dead writer
+    assert len(df) == len(recovered)
+
+
+CLI_WRITER = textwrap.dedent("""
+    import sys, time, argparse
+    from promcp.cli._common import run_command
+    from promcp.events import Event, Stage
+    from promcp.recorder import Recorder
+
+    def work(args):
+        with Recorder(args.out, run_id="sig") as rec:
+            for i in range(10**9):
+                rec.emit(Event(stage=Stage.S3, task_id="t", footprint_tokens=i))
+                if i == 20:
+                    print("ready", flush=True)
+                time.sleep(0.001)
+        return 0
+
+    sys.exit(run_command(work, argparse.Namespace(out=sys.argv[1])))
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_leaves_a_finalized_dataset(tmp_path: Path, sig: signal.Signals) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI_WRITER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    files = list(tmp_path.rglob("events.parquet"))
+    assert len(files) == 1
+    assert not list((tmp_path / JOURNAL_DIR).glob("*.jsonl"))
+    assert pq.read_table(files[0]).num_rows > 20
+
+
+def test_journal_header_is_json_with_schema_version(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path, run_id="hdr", meta={"benchmark_file": "b.yaml"})
+    rec.close(finalize_run=False)
+    header = json.loads((tmp_path / JOURNAL_DIR / "hdr.jsonl").read_text().splitlines()[0])
+    assert header["schema_version"] == 1 and header["meta"] == {"benchmark_file": "b.yaml"}

@@ -1,0 +1,195 @@
+"""Attribution tables recomputed by hand (plain pandas groupby) on a generated dataset must match the report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import promcp.analysis as pa
+import pytest
+
+from tests import synth
+from tests.conftest import write_dataset
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("ds"), synth.events(60, seed=11, overflow_every=9))
+
+
+@pytest.fixture(scope="module")
+def frame(dataset: Path) -> pd.DataFrame:
+    return pa.load(dataset)
+
+
+def _hand_tokens(df: pd.DataFrame) -> pd.DataFrame:
+    """Per task and phase, by hand: the rule of docs/accounting.md written as plainly as possible."""
+    rows = df[df["task_id"].notna() & (df["status"].astype(str) != "context_overflow")].copy()
+    stage = rows["stage"].astype(str)
+    rows["phase_"] = stage.map(
+        {
+            "S1": "context",
+            "S5": "context",
+            "S2": "llm_plan",
+            "S3": "tool_call",
+            "S4": "tool_result",
+            "S6": "final_answer",
+        }
+    )
+    rows["tok"] = np.where(
+        stage.isin(["S1", "S5"]),
+        rows["tokens_in"],
+        np.where(stage.isin(["S2", "S6"]), rows["tokens_out"], rows["footprint_tokens"]),
+    )
+    rows["topology"] = rows["topology"].astype(str)
+    per_task = (
+        rows.groupby(["topology", "task_id", "phase_"], observed=True)["tok"].sum().unstack(fill_value=0)
+    )
+    per_task = per_task.reindex(columns=list(pa.PHASES), fill_value=0)
+    per_task["total"] = per_task.sum(axis=1)
+    return per_task
+
+
+def test_phase_tokens_match_hand_groupby(frame: pd.DataFrame) -> None:
+    hand = _hand_tokens(frame)
+    table = pa.phase_attribution(frame)
+    for topology, part in hand.groupby(level="topology"):
+        for phase in [*pa.PHASES, "total"]:
+            row = table[(table["topology"] == topology) & (table["phase"] == phase)].iloc[0]
+            assert row["tokens_mean"] == pytest.approx(part[phase].mean())
+            assert row["tokens_std"] == pytest.approx(part[phase].std(ddof=1))
+            assert row["tokens_share"] == pytest.approx(100 * part[phase].mean() / part["total"].mean())
+            assert row["tasks"] == len(part)
+
+
+def test_no_token_is_counted_twice(frame: pd.DataFrame) -> None:
+    """The total of the table equals the sum of each event's one counted column."""
+    hand = _hand_tokens(frame)
+    table = pa.phase_attribution(frame)
+    for topology, part in hand.groupby(level="topology"):
+        total = table[(table["topology"] == topology) & (table["phase"] == "total")].iloc[0]
+        assert total["tokens_mean"] * total["tasks"] == pytest.approx(part["total"].sum())
+
+
+def test_latency_segments_match_hand_groupby(frame: pd.DataFrame) -> None:
+    rows = frame[frame["task_id"].notna() & (frame["status"].astype(str) != "context_overflow")].copy()
+    rows["stage"] = rows["stage"].astype(str)
+    rows["topology"] = rows["topology"].astype(str)
+    answer = rows[rows["stage"] == "S6"].set_index(["task_id", "round"]).index
+    key = pd.MultiIndex.from_frame(rows[["task_id", "round"]])
+    rows["segment"] = np.where(
+        rows["stage"].isin(["S3", "S4"]),
+        "tool_execution",
+        np.where(key.isin(answer), "answer_synthesis", "tool_plan"),
+    )
+    hand = rows.groupby(["topology", "task_id", "segment"])["latency_ms"].sum().unstack(fill_value=0)
+    table = pa.latency_segments(frame)
+    for topology, part in hand.groupby(level="topology"):
+        for seg in pa.SEGMENTS:
+            row = table[(table["topology"] == topology) & (table["segment"] == seg)].iloc[0]
+            assert row["latency_ms_mean"] == pytest.approx(part.get(seg, 0).mean())
+
+
+def test_input_origins_sum_to_input_tokens(frame: pd.DataFrame) -> None:
+    calls = frame[frame["stage"].astype(str).isin(["S1", "S5"])]
+    origin_sum = calls[[f"in_{o}" for o in pa.ORIGINS]].sum(axis=1)
+    assert (origin_sum == calls["tokens_in"]).all()
+    table = pa.input_origins(frame)
+    ok = calls[calls["status"].astype(str) != "context_overflow"]
+    for topology, part in ok.groupby(ok["topology"].astype(str)):
+        shares = table.loc[table["topology"] == topology, "share"]
+        assert shares.sum() == pytest.approx(100.0)
+        schemas = table[(table["topology"] == topology) & (table["origin"] == "schemas")].iloc[0]
+        assert schemas["per_call_mean"] == pytest.approx(part["in_schemas"].mean())
+
+
+def test_resend_cost_counts_every_send_after_the_first(frame: pd.DataFrame) -> None:
+    table = pa.resend_cost(frame)
+    ok = frame[
+        (frame["stage"].astype(str).isin(["S1", "S5"])) & (frame["status"].astype(str) != "context_overflow")
+    ]
+    total_schema = int(ok["in_schemas"].sum())
+    schemas = table[table["origin"] == "schemas"]
+    assert schemas["tokens_total"].sum() == total_schema
+    # a schema sent n times in a task costs n × its size, of which (n-1) × size is re-send
+    assert (schemas["tokens_resent"] <= schemas["tokens_total"]).all()
+    assert schemas["tokens_resent"].sum() > 0
+    results = table[table["origin"] == "tool_results"]
+    assert set(results["server"]) <= set(synth.SERVERS), "result keys join to the tool that produced them"
+
+
+def test_session_init_per_server(frame: pd.DataFrame) -> None:
+    table = pa.session_init(frame)
+    assert set(table["server"]) == set(synth.SERVERS)
+    init = frame[(frame["stage"].astype(str) == "INIT") & (frame["phase"].astype(str) == "tools_discovery")]
+    for _, row in table.iterrows():
+        mine = init[
+            (init["server"].astype(str) == row["server"]) & (init["topology"].astype(str) == row["topology"])
+        ]
+        assert row["schema_tokens"] == mine["footprint_tokens"].mean()
+        assert row["tools"] == len(synth.SERVERS[row["server"]])
+
+
+def test_report_cli_json_matches_library(dataset: Path, frame: pd.DataFrame) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "promcp.cli", "report", str(dataset), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc = json.loads(out.stdout)
+    assert doc["events"] == len(frame)
+    lib = pa.phase_attribution(frame)
+    cli = pd.DataFrame(doc["tables"]["phases"])
+    assert np.allclose(cli["tokens_mean"], lib["tokens_mean"])
+    assert doc["notes"] and "context_overflow" in doc["notes"][0]
+
+
+def test_report_cli_csv_and_markdown(dataset: Path) -> None:
+    csv = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "promcp.cli",
+            "report",
+            str(dataset),
+            "--format",
+            "csv",
+            "--table",
+            "segments",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert csv.splitlines()[0].startswith("topology,segment,latency_ms_mean")
+    md = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "promcp.cli",
+            "report",
+            str(dataset),
+            "--format",
+            "markdown",
+            "--by",
+            "topology,model",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "| phase |" in md and "l-cust / model-1" in md
+
+
+def test_tokenizer_comparison_over_texts() -> None:
+    texts = ['{"name": "read_file", "description": "Read a file"}', "The answer is 42.", "请考试我的软件"]
+    table = pa.compare_tokenizers(texts, ["o200k_base", "cl100k_base", "approx:claude"])
+    assert list(table["tokenizer"]) == ["o200k_base", "cl100k_base", "approx:claude"]
+    assert table.loc[0, "ratio_to_ref"] == 1.0 and table.loc[0, "pearson_r"] == pytest.approx(1.0)
+    assert table.loc[2, "token_source"] == "approx"
+    assert (table["tokens"] > 0).all()
