@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -45,6 +46,9 @@ class GGUFTokenizer(BaseTokenizer):
                 self._llama = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
         except Exception as exc:  # llama.cpp raises ValueError/RuntimeError on a bad file
             raise TokenizerError(f"cannot load the vocabulary of {path}: {exc}") from exc
+        # llama-cpp-python frees the model in __del__, which fails noisily at interpreter shutdown once its
+        # module globals are gone; closing it at exit, while they still exist, keeps shutdown quiet.
+        atexit.register(self._llama.close)
         self.path = path
         self.name = f"gguf:{path.name}"
         self._lock = threading.Lock()

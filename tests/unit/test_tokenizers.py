@@ -87,8 +87,11 @@ def test_gguf_vocabulary_matches_llama_cpp_tokenize() -> None:
     tok = tokenizers.get(f"gguf:{path}")
     assert tok.name == f"gguf:{path.name}"
     ref = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
-    for text in ["hello world", '{"name": "read_file", "arguments": {"path": "/tmp/x"}}', "ünïcode ✓"]:
-        assert tok.encode(text) == ref.tokenize(text.encode(), add_bos=False, special=False)
+    try:
+        for text in ["hello world", '{"name": "read_file", "arguments": {"path": "/tmp/x"}}', "ünïcode ✓"]:
+            assert tok.encode(text) == ref.tokenize(text.encode(), add_bos=False, special=False)
+    finally:
+        ref.close()
 
 
 def test_hf_tokenizer_json(tmp_path: Path) -> None:
