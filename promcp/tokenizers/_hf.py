@@ -9,7 +9,6 @@ from typing import Any
 from promcp.errors import TokenizerError
 from promcp.tokenizers._base import BaseTokenizer, clean_text
 
-
 _GENERIC_NAMES = frozenset({"model", "tokenizer", "tokenizer.json", "snapshot", "main"})
 
 
