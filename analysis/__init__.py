@@ -9,13 +9,14 @@ Every table is a pure function of the event frame; the rules that turn events in
 counting a token twice are in docs/accounting.md.
 """
 
-from promcp.analysis.load import load, load_content, load_table
+from promcp.analysis.load import load, load_content, load_table, scan
 from promcp.analysis.report import SECTIONS, Report, report
 from promcp.analysis.tables import (
     INIT_PHASES,
     ORIGINS,
     PHASES,
     SEGMENTS,
+    ParquetEvents,
     input_origins,
     latency_segments,
     phase_attribution,
@@ -31,6 +32,7 @@ __all__ = [
     "PHASES",
     "SECTIONS",
     "SEGMENTS",
+    "ParquetEvents",
     "Report",
     "compare_tokenizers",
     "input_origins",
@@ -41,6 +43,7 @@ __all__ = [
     "phase_attribution",
     "report",
     "resend_cost",
+    "scan",
     "session_init",
     "task_phase_totals",
 ]

@@ -9,6 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from promcp.analysis.tables import ParquetEvents
 from promcp.store.parquet import ARROW_SCHEMA, CONTENT_SCHEMA, content_files, discover
 
 
@@ -41,6 +42,19 @@ def load_table(path: str | Path, columns: Sequence[str] | None = None) -> pa.Tab
         read_cols = [c for c in (columns or ARROW_SCHEMA.names) if c in present]
         tables.append(_unify(pq.read_table(run.path, columns=read_cols), columns))
     return pa.concat_tables(tables, promote_options="permissive").unify_dictionaries()
+
+
+def scan(path: str | Path) -> ParquetEvents:
+    """The run files under ``path``, validated (schema version, promcp metadata) but not loaded.
+
+    Pass the result to any table function: DuckDB then reads only the columns each query needs, on every core.
+    Journals are finalized first, as for :func:`load`.
+    """
+    runs = discover(Path(path))
+    names: dict[str, None] = {}
+    for run in runs:
+        names.update(dict.fromkeys(pq.read_schema(run.path).names))
+    return ParquetEvents(files=tuple(run.path for run in runs), column_names=tuple(names))
 
 
 def _types_mapper(typ: pa.DataType) -> pd.ArrowDtype | None:

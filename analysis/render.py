@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import pandas as pd
-from promcp.analysis.report import SECTIONS, Report
 from rich.console import Console
 from rich.table import Table
+
+from promcp.analysis.report import SECTIONS, Report
 
 FORMATS: Final = ("table", "csv", "json", "markdown")
 
@@ -111,8 +112,13 @@ def _views(rep: Report, by: Sequence[str]) -> list[tuple[str, pd.DataFrame]]:
             views.append((SECTIONS[name], view.rename(columns={"resent_share": "resent %"})))
         elif name == "tokenizers" and not table.empty:
             view = table.copy()
-            for c, digits in (("tokens_mean", 1), ("ratio_to_ref", 3), ("pearson_r", 3), ("tokens_per_char", 4),
-                              ("tokens_per_byte", 4)):
+            for c, digits in (
+                ("tokens_mean", 1),
+                ("ratio_to_ref", 3),
+                ("pearson_r", 3),
+                ("tokens_per_char", 4),
+                ("tokens_per_byte", 4),
+            ):
                 view[c] = [_num(v, digits) for v in view[c]]
             views.append((SECTIONS[name], view))
         else:

@@ -8,8 +8,12 @@ from pathlib import Path
 from typing import Final
 
 import pandas as pd
-from promcp.analysis.load import load, load_content
+import pyarrow as pa
+
+from promcp.analysis.load import load_content, scan
 from promcp.analysis.tables import (
+    ParquetEvents,
+    _query,
     input_origins,
     latency_segments,
     phase_attribution,
@@ -72,7 +76,7 @@ class Report:
 
 
 def report(
-    data: str | Path | pd.DataFrame,
+    data: str | Path | pd.DataFrame | pa.Table | ParquetEvents,
     *,
     by: Sequence[str] = ("topology",),
     sections: Sequence[str] | None = None,
@@ -90,13 +94,22 @@ def report(
     unknown = [s for s in wanted if s not in SECTIONS]
     if unknown:
         raise ValueError(f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-    df = data if isinstance(data, pd.DataFrame) else load(data, columns=_columns_for(by))
-    out = Report(events=len(df))
-    if len(df):
-        out.runs = int(df["run_id"].nunique())
-        tasks = df.loc[df["task_id"].notna(), ["run_id", "task_id"]].drop_duplicates()
-        out.tasks = len(tasks)
-    overflow = int((df["status"].astype(str) == "context_overflow").sum()) if "status" in df else 0
+    if isinstance(data, pd.DataFrame):
+        df: pa.Table | ParquetEvents = pa.Table.from_pandas(data, preserve_index=False)
+    elif isinstance(data, pa.Table | ParquetEvents):
+        df = data
+    else:
+        df = scan(data)
+    counts = _query(
+        "SELECT count(*) AS events, count(DISTINCT run_id) AS runs, "
+        "count(DISTINCT (run_id, task_id)) FILTER (WHERE task_id IS NOT NULL) AS tasks, "
+        "count(*) FILTER (WHERE status = 'context_overflow') AS overflow FROM ev",
+        df,
+    )
+    out = Report(
+        events=int(counts.at[0, "events"]), runs=int(counts.at[0, "runs"]), tasks=int(counts.at[0, "tasks"])
+    )
+    overflow = int(counts.at[0, "overflow"])
     if overflow:
         out.notes.append(
             f"{overflow} LLM call(s) did not fit the context window (status context_overflow); "
@@ -114,7 +127,7 @@ def report(
             if not tokenizers:
                 out.notes.append("tokenizer comparison needs --tokenizers NAME[,NAME…]")
                 continue
-            if isinstance(data, pd.DataFrame):
+            if not isinstance(data, str | Path):
                 out.notes.append("tokenizer comparison needs a dataset path (captured content)")
                 continue
             content = load_content(data)
@@ -125,7 +138,3 @@ def report(
         else:
             out.tables[name] = builders[name]()
     return out
-
-
-def _columns_for(by: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys([*REPORT_COLUMNS, *by]))

@@ -41,6 +41,8 @@ from promcp.store.journal import (
 EVENTS_FILE: Final = "events.parquet"
 CONTENT_DIR: Final = "_content"
 
+ROW_GROUP_ROWS: Final = 65_536
+
 META_SCHEMA_VERSION: Final = b"promcp.schema_version"
 META_VERSION: Final = b"promcp.version"
 META_RUN: Final = b"promcp.run"
@@ -50,19 +52,52 @@ _PART = pa.struct([("origin", pa.string()), ("key", pa.string()), ("tokens", pa.
 
 #: Arrow type of every event column. Low-cardinality strings are dictionary-encoded.
 ARROW_FIELDS: Final[list[tuple[str, pa.DataType]]] = [
-    ("run_id", _DICT), ("topology", _DICT), ("source", _DICT), ("benchmark", _DICT), ("task_id", pa.string()),
-    ("round", pa.int32()), ("seq", pa.int64()),
-    ("stage", _DICT), ("phase", _DICT), ("direction", _DICT),
-    ("t_start_ns", pa.int64()), ("t_end_ns", pa.int64()), ("latency_ms", pa.float64()), ("timing_quality", _DICT),
-    ("model", _DICT), ("provider", _DICT), ("server", _DICT), ("tool", _DICT), ("transport", _DICT),
-    ("mcp_method", _DICT), ("jsonrpc_id", pa.string()), ("tool_call_id", pa.string()),
-    ("protocol_version", _DICT), ("sdk_versions", _DICT),
-    ("tokens_in", pa.int64()), ("tokens_out", pa.int64()), ("tokens_total", pa.int64()), ("token_source", _DICT),
-    ("tokenizer", _DICT), ("footprint_tokens", pa.int64()), ("footprint_bytes", pa.int64()),
-    ("in_system", pa.int64()), ("in_schemas", pa.int64()), ("in_user", pa.int64()), ("in_history", pa.int64()),
-    ("in_tool_results", pa.int64()), ("parts", pa.list_(_PART)), ("context_window", pa.int64()),
-    ("status", _DICT), ("error_type", _DICT), ("req_preview", pa.string()), ("resp_preview", pa.string()),
-    ("trace_id", pa.string()), ("span_id", pa.string()), ("parent_span_id", pa.string()), ("attrs", pa.string()),
+    ("run_id", _DICT),
+    ("topology", _DICT),
+    ("source", _DICT),
+    ("benchmark", _DICT),
+    ("task_id", pa.string()),
+    ("round", pa.int32()),
+    ("seq", pa.int64()),
+    ("stage", _DICT),
+    ("phase", _DICT),
+    ("direction", _DICT),
+    ("t_start_ns", pa.int64()),
+    ("t_end_ns", pa.int64()),
+    ("latency_ms", pa.float64()),
+    ("timing_quality", _DICT),
+    ("model", _DICT),
+    ("provider", _DICT),
+    ("server", _DICT),
+    ("tool", _DICT),
+    ("transport", _DICT),
+    ("mcp_method", _DICT),
+    ("jsonrpc_id", pa.string()),
+    ("tool_call_id", pa.string()),
+    ("protocol_version", _DICT),
+    ("sdk_versions", _DICT),
+    ("tokens_in", pa.int64()),
+    ("tokens_out", pa.int64()),
+    ("tokens_total", pa.int64()),
+    ("token_source", _DICT),
+    ("tokenizer", _DICT),
+    ("footprint_tokens", pa.int64()),
+    ("footprint_bytes", pa.int64()),
+    ("in_system", pa.int64()),
+    ("in_schemas", pa.int64()),
+    ("in_user", pa.int64()),
+    ("in_history", pa.int64()),
+    ("in_tool_results", pa.int64()),
+    ("parts", pa.list_(_PART)),
+    ("context_window", pa.int64()),
+    ("status", _DICT),
+    ("error_type", _DICT),
+    ("req_preview", pa.string()),
+    ("resp_preview", pa.string()),
+    ("trace_id", pa.string()),
+    ("span_id", pa.string()),
+    ("parent_span_id", pa.string()),
+    ("attrs", pa.string()),
 ]
 ARROW_SCHEMA: Final = pa.schema(ARROW_FIELDS)
 CONTENT_SCHEMA: Final = pa.schema([("hash", pa.string()), ("kind", _DICT), ("text", pa.string())])
@@ -98,7 +133,8 @@ def _atomic_write(table: pa.Table, dest: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        # row groups of 64k rows let readers decode a big run on every core
+        pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -115,28 +151,43 @@ def run_file(root: Path, topology: str, run_id: str) -> Path:
     return root / f"topology={topology}" / f"run_id={run_id}" / EVENTS_FILE
 
 
-def write_run(root: Path, header: JournalHeader, events: Sequence[Event], blobs: Iterable[Blob] = (),
-              *, journal_lines: int | None = None) -> Path:
+def write_run(
+    root: Path,
+    header: JournalHeader,
+    events: Sequence[Event],
+    blobs: Iterable[Blob] = (),
+    *,
+    journal_lines: int | None = None,
+) -> Path:
     """Write one run's events (and captured content) atomically into the dataset at ``root``."""
     events = sorted(events, key=lambda e: e.seq)
     table = events_to_table(events)
     run_meta = {
-        "run_id": header.run_id, "topology": header.topology, "source": header.source,
-        "benchmark": header.benchmark, "created_ns": header.created_ns, "meta": header.meta,
-        "journal_lines": journal_lines, "events": len(events),
+        "run_id": header.run_id,
+        "topology": header.topology,
+        "source": header.source,
+        "benchmark": header.benchmark,
+        "created_ns": header.created_ns,
+        "meta": header.meta,
+        "journal_lines": journal_lines,
+        "events": len(events),
     }
-    table = table.replace_schema_metadata({
-        META_SCHEMA_VERSION: str(SCHEMA_VERSION).encode(),
-        META_VERSION: __version__.encode(),
-        META_RUN: json.dumps(run_meta, default=str).encode(),
-    })
+    table = table.replace_schema_metadata(
+        {
+            META_SCHEMA_VERSION: str(SCHEMA_VERSION).encode(),
+            META_VERSION: __version__.encode(),
+            META_RUN: json.dumps(run_meta, default=str).encode(),
+        }
+    )
     dest = run_file(root, header.topology, header.run_id)
     blob_list = list(blobs)
     if blob_list:
         content = pa.Table.from_arrays(
-            [pa.array([b.blob for b in blob_list], pa.string()),
-             pa.array([b.kind for b in blob_list], pa.string()).dictionary_encode(),
-             pa.array([b.text for b in blob_list], pa.string())],
+            [
+                pa.array([b.blob for b in blob_list], pa.string()),
+                pa.array([b.kind for b in blob_list], pa.string()).dictionary_encode(),
+                pa.array([b.text for b in blob_list], pa.string()),
+            ],
             schema=CONTENT_SCHEMA,
         )
         _atomic_write(content, root / CONTENT_DIR / f"{header.run_id}.parquet")
@@ -156,7 +207,9 @@ def finalize(journal: Path, *, keep_journal: bool = False) -> Path:
     """
     contents = read_journal(journal)
     root = dataset_root_of_journal(journal)
-    dest = write_run(root, contents.header, contents.events, contents.blobs.values(), journal_lines=contents.lines)
+    dest = write_run(
+        root, contents.header, contents.events, contents.blobs.values(), journal_lines=contents.lines
+    )
     if not keep_journal:
         journal.unlink()
         _fsync_dir(journal.parent)
@@ -214,8 +267,11 @@ def discover(path: Path, *, finalize_journals: bool = True) -> list[RunFile]:
         elif path.suffix == ".parquet":
             return [inspect_file(path)]
         else:
-            raise NotATraceError("not a promcp trace: expected a dataset directory, an events.parquet file "
-                                 "or a journal (.jsonl)", path=path)
+            raise NotATraceError(
+                "not a promcp trace: expected a dataset directory, an events.parquet file "
+                "or a journal (.jsonl)",
+                path=path,
+            )
     else:
         if finalize_journals:
             for journal in iter_journals(path):
@@ -231,8 +287,9 @@ def discover(path: Path, *, finalize_journals: bool = True) -> list[RunFile]:
         except TraceError as exc:
             warnings.warn(f"{exc}; file skipped", PromcpWarning, stacklevel=2)
     if not runs:
-        raise NotATraceError("no promcp events found (expected events.parquet files or _journal/*.jsonl)",
-                             path=path)
+        raise NotATraceError(
+            "no promcp events found (expected events.parquet files or _journal/*.jsonl)", path=path
+        )
     return runs
 
 

@@ -11,11 +11,11 @@ import textwrap
 import time
 from pathlib import Path
 
-import promcp.analysis as pa_
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import promcp.analysis as pa_
 from promcp.errors import NotATraceError, PromcpWarning, SchemaVersionError
 from promcp.events import Event, Stage
 from promcp.recorder import Recorder

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import promcp.analysis as pa
 import pytest
 
+import promcp.analysis as pa
 from tests import synth
 from tests.conftest import write_dataset
 
