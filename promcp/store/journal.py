@@ -66,8 +66,14 @@ _blob_decoder = msgspec.json.Decoder(Blob)
 class JournalWriter:
     """Appends lines to one run's journal. Thread-safe."""
 
-    def __init__(self, path: Path, header: JournalHeader, *, fsync: FsyncPolicy = "always",
-                 fsync_interval_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        path: Path,
+        header: JournalHeader,
+        *,
+        fsync: FsyncPolicy = "always",
+        fsync_interval_s: float = 0.2,
+    ) -> None:
         if fsync not in ("always", "interval", "never"):
             raise ValueError(f"fsync policy must be always, interval or never, not {fsync!r}")
         self.path = path
