@@ -29,8 +29,14 @@ class PromcpError(Exception):
 class ConfigError(PromcpError):
     """Invalid configuration: a benchmark file, CLI argument or option."""
 
-    def __init__(self, message: str, *, source: str | Path | None = None, key: str | None = None,
-                 line: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | Path | None = None,
+        key: str | None = None,
+        line: int | None = None,
+    ) -> None:
         self.source = str(source) if source is not None else None
         self.key = key
         self.line = line
@@ -85,7 +91,9 @@ class ServerError(PromcpError):
 class LLMError(PromcpError):
     """An LLM backend call failed after the retry policy was exhausted."""
 
-    def __init__(self, message: str, *, error_type: str = "llm_error", status_code: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, error_type: str = "llm_error", status_code: int | None = None
+    ) -> None:
         self.error_type = error_type
         self.status_code = status_code
         super().__init__(message)

@@ -59,7 +59,9 @@ class TimingQuality(StrEnum):
     """How much to trust ``t_start_ns``/``t_end_ns``/``latency_ms``."""
 
     EXACT = "exact"  # measured by promcp (monotonic clock) or recorded by the source at the instant itself
-    BOUNDED = "bounded"  # the true interval lies within the recorded one (e.g. an export gives only an upper bound)
+    BOUNDED = (
+        "bounded"  # the true interval lies within the recorded one (e.g. an export gives only an upper bound)
+    )
     DERIVED = "derived"  # computed from other events' timestamps (e.g. a gap between two exact points)
     NONE = "none"  # no usable timing; latency_ms is null
 
@@ -78,7 +80,9 @@ class Status(StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
-    CONTEXT_OVERFLOW = "context_overflow"  # the prompt did not fit the model's context window; nothing was sent
+    CONTEXT_OVERFLOW = (
+        "context_overflow"  # the prompt did not fit the model's context window; nothing was sent
+    )
 
 
 class Topology(StrEnum):
@@ -259,8 +263,13 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
             sums = dict.fromkeys(Origin, 0)
             for part in self.parts:
                 sums[part.origin] += part.tokens
-            origins = (sums[Origin.SYSTEM], sums[Origin.SCHEMAS], sums[Origin.USER], sums[Origin.HISTORY],
-                       sums[Origin.TOOL_RESULTS])
+            origins = (
+                sums[Origin.SYSTEM],
+                sums[Origin.SCHEMAS],
+                sums[Origin.USER],
+                sums[Origin.HISTORY],
+                sums[Origin.TOOL_RESULTS],
+            )
             self.in_system, self.in_schemas, self.in_user, self.in_history, self.in_tool_results = origins
         if origins != (None, None, None, None, None):
             total = sum(v or 0 for v in origins)

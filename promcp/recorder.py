@@ -59,7 +59,9 @@ class Scope:
 _SCOPE_FIELDS = tuple(f.name for f in fields(Scope))
 _EMPTY_SCOPE = Scope()
 _scope_var: contextvars.ContextVar[Scope] = contextvars.ContextVar("promcp_scope", default=_EMPTY_SCOPE)
-_recorder_var: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("promcp_recorder", default=None)
+_recorder_var: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
+    "promcp_recorder", default=None
+)
 _global_recorder: Recorder | None = None
 
 
@@ -129,8 +131,13 @@ class Recorder:
         self.sdk_versions = sdk_versions()
         self.journal_path = self.out / JOURNAL_DIR / f"{self.run_id}{JOURNAL_SUFFIX}"
         header = JournalHeader(
-            run_id=self.run_id, topology=self.topology.value, source=source, benchmark=benchmark,
-            created_ns=time.time_ns(), promcp_version=__version__, meta=dict(meta or {}),
+            run_id=self.run_id,
+            topology=self.topology.value,
+            source=source,
+            benchmark=benchmark,
+            created_ns=time.time_ns(),
+            promcp_version=__version__,
+            meta=dict(meta or {}),
         )
         self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
         self._seq = itertools.count()
@@ -191,7 +198,9 @@ class Recorder:
             raise PromcpError(f"recorder for run {self.run_id} is closed")
         if self._queue is None:
             self._queue = queue.Queue()
-            self._worker = threading.Thread(target=self._work, name=f"promcp-recorder-{self.run_id}", daemon=True)
+            self._worker = threading.Thread(
+                target=self._work, name=f"promcp-recorder-{self.run_id}", daemon=True
+            )
             self._worker.start()
         self._queue.put((self.next_seq(), current_scope(), build))
 

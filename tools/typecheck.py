@@ -26,8 +26,16 @@ def main() -> int:
         (view / "collectors").symlink_to(ROOT / "collectors")
         (view / "analysis").symlink_to(ROOT / "analysis")
         env = {**os.environ, "MYPYPATH": tmp}
-        cmd = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "-p", "promcp",
-               *sys.argv[1:]]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "-p",
+            "promcp",
+            *sys.argv[1:],
+        ]
         return subprocess.run(cmd, env=env, cwd=tmp, check=False).returncode
 
 

@@ -10,7 +10,6 @@ from promcp.events import TokenSource
 _LONE_SURROGATES = "surrogatepass"
 
 
-
 def clean_text(text: str) -> str:
     """``text`` with lone surrogates replaced by U+FFFD (tokenizers reject them)."""
     try:
@@ -81,4 +80,6 @@ class CachedTokenizer:
         self.hits = self.misses = 0
 
     def __repr__(self) -> str:
-        return f"<CachedTokenizer {self.name} entries={len(self._cache)} hits={self.hits} misses={self.misses}>"
+        return (
+            f"<CachedTokenizer {self.name} entries={len(self._cache)} hits={self.hits} misses={self.misses}>"
+        )

@@ -17,7 +17,11 @@ class HFTokenizer(BaseTokenizer):
         path = path.expanduser()
         file = path / "tokenizer.json" if path.is_dir() else path
         # label without machine paths; a generic folder name ("model", "tokenizer") keeps its parent for clarity
-        label = f"{path.parent.name}/{path.name}" if path.name in _GENERIC_NAMES and path.parent.name else path.name
+        label = (
+            f"{path.parent.name}/{path.name}"
+            if path.name in _GENERIC_NAMES and path.parent.name
+            else path.name
+        )
         self.name = f"hf:{label}"
         self._fast: Any = None
         self._slow: Any = None
