@@ -44,6 +44,8 @@ PHASE_TOKENS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
     "final_answer": (("S6",), "tokens_out"),
 }
 TASK_KEYS: Final = ("run_id", "task_id")
+#: Columns the recorder sets on every event of a run: grouping by them needs no per-task lookup.
+RUN_LEVEL: Final = frozenset({"run_id", "topology", "source"})
 #: How a missing group key (e.g. no model) is shown.
 MISSING: Final = "—"
 
@@ -97,9 +99,37 @@ def _check_by(table: pa.Table | ParquetEvents, by: Sequence[str]) -> list[str]:
     return list(by)
 
 
-def _key_sql(cols: Sequence[str]) -> str:
-    """Group keys as text, with a visible placeholder for missing values."""
-    return ", ".join(f"coalesce(CAST({_ident(c)} AS VARCHAR), '{MISSING}') AS {_ident(c)}" for c in cols)
+def _task_select(keys: Sequence[str], cols: str, extra: str = "") -> str:
+    """``SELECT <keys>, <cols>`` over the task events (``e``-style rows), with task-level group keys.
+
+    A task's group value is its first non-null value of the column among all its events (e.g. ``model`` is set on
+    LLM events but not on tool events), so grouping by it never splits a task in two. ``run_id`` and ``task_id``
+    come out as text; other keys as text with a visible placeholder for a missing value.
+    """
+    extra_keys = [c for c in keys if c not in TASK_KEYS and c not in RUN_LEVEL]
+    tk_cols = "".join(f", any_value({_ident(c)}) AS _k{i}" for i, c in enumerate(extra_keys))
+    out_keys = []
+    for c in keys:
+        if c in TASK_KEYS:
+            out_keys.append(f"CAST(b.{_ident(c)} AS VARCHAR) AS {_ident(c)}")
+        elif c in RUN_LEVEL:
+            out_keys.append(f"coalesce(CAST(b.{_ident(c)} AS VARCHAR), '{MISSING}') AS {_ident(c)}")
+        else:
+            i = extra_keys.index(c)
+            out_keys.append(f"coalesce(CAST(tk._k{i} AS VARCHAR), '{MISSING}') AS {_ident(c)}")
+    if not extra_keys:  # run-level keys only: no per-task lookup needed
+        return f"""
+        SELECT {", ".join(out_keys)}, {cols}
+        FROM (SELECT * FROM ev WHERE {_TASK_ROWS}) b
+        {"WHERE " + extra if extra else ""}
+    """
+    return f"""
+        SELECT {", ".join(out_keys)}, {cols}
+        FROM (SELECT * FROM ev WHERE {_TASK_ROWS}) b
+        JOIN (SELECT run_id AS _r, task_id AS _t{tk_cols} FROM ev WHERE {_TASK_ROWS} GROUP BY run_id, task_id) tk
+          ON b.run_id = tk._r AND b.task_id = tk._t
+        {"WHERE " + extra if extra else ""}
+    """
 
 
 def _query(sql: str, table: pa.Table | ParquetEvents) -> pd.DataFrame:
@@ -178,8 +208,7 @@ def task_phase_totals(events: Events, by: Sequence[str] = ("topology",)) -> pd.D
     lat_cols = _per_item_sql("phase_", PHASES, "latency_ms", null_when_unknown=True, prefix="latency_")
     sql = f"""
         WITH e AS (
-            SELECT {_key_sql(keys)}, {_PHASE_SQL} AS phase_, CAST({_TOKENS_SQL} AS DOUBLE) AS tokens, latency_ms
-            FROM ev WHERE {_TASK_ROWS}
+            {_task_select(keys, f"{_PHASE_SQL} AS phase_, CAST({_TOKENS_SQL} AS DOUBLE) AS tokens, latency_ms")}
         )
         SELECT {", ".join(map(_ident, keys))}, {tok_cols}, {lat_cols} FROM e GROUP BY ALL
     """
@@ -229,8 +258,7 @@ def latency_segments(events: Events, by: Sequence[str] = ("topology",)) -> pd.Da
     seg_cols = _per_item_sql("segment", SEGMENTS, "latency_ms", null_when_unknown=True)
     sql = f"""
         WITH e AS (
-            SELECT {_key_sql(keys)}, "round", CAST(stage AS VARCHAR) AS stage, latency_ms
-            FROM ev WHERE {_TASK_ROWS}
+            {_task_select(keys, '"round", CAST(stage AS VARCHAR) AS stage, latency_ms')}
         ), answers AS (SELECT DISTINCT run_id, task_id, "round" FROM e WHERE stage = 'S6'),
         s AS (
             SELECT e.*, CASE WHEN e.stage IN ('S3', 'S4') THEN 'tool_execution'
@@ -326,8 +354,7 @@ def input_origins(events: Events, by: Sequence[str] = ("topology",)) -> pd.DataF
     per_task = ", ".join(f"avg(task_{o}) AS task_{o}" for o in ORIGINS)
     sql = f"""
         WITH e AS (
-            SELECT {_key_sql(keys)}, tokens_in, {", ".join(f"in_{o}" for o in ORIGINS)}
-            FROM ev WHERE {_TASK_ROWS} AND stage IN ('S1', 'S5')
+            {_task_select(keys, "tokens_in, " + ", ".join(f"in_{o}" for o in ORIGINS), "stage IN ('S1', 'S5')")}
         ), calls AS (SELECT {by_list}, {per_call}, sum(tokens_in) AS total FROM e {group}),
         tasks AS (
             SELECT {", ".join(map(_ident, keys))}, {", ".join(f"sum(in_{o}) AS task_{o}" for o in ORIGINS)}
@@ -369,8 +396,7 @@ def resend_cost(events: Events, by: Sequence[str] = ("topology",)) -> pd.DataFra
     by_list = ", ".join(f"k.{_ident(c)}" for c in by)
     sql = f"""
         WITH calls AS (
-            SELECT {_key_sql(keys)}, seq, unnest(parts) AS p
-            FROM ev WHERE {_TASK_ROWS} AND stage IN ('S1', 'S5') AND parts IS NOT NULL
+            {_task_select(keys, "seq, unnest(parts) AS p", "stage IN ('S1', 'S5') AND parts IS NOT NULL")}
         ), per_key AS (
             SELECT {key_list}, p.origin AS origin, p."key" AS "key", count(*) AS sends,
                    arg_min(p.tokens, seq) AS tokens_first, sum(p.tokens) AS tokens_total

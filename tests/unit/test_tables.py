@@ -193,3 +193,13 @@ def test_tokenizer_comparison_over_texts() -> None:
     assert table.loc[0, "ratio_to_ref"] == 1.0 and table.loc[0, "pearson_r"] == pytest.approx(1.0)
     assert table.loc[2, "token_source"] == "approx"
     assert (table["tokens"] > 0).all()
+
+
+def test_grouping_by_a_task_attribute_never_splits_a_task(frame: pd.DataFrame) -> None:
+    """``model`` is set on LLM events only; tool events of the same task must follow their task's model."""
+    table = pa.phase_attribution(frame, by=["model"])
+    assert set(table["model"]) == {"model-1", "model-2"}
+    sent = frame[frame["task_id"].notna() & (frame["status"].astype(str) != "context_overflow")]
+    assert table[table["phase"] == "total"]["tasks"].sum() == sent["task_id"].nunique()
+    tool_call = table[table["phase"] == "tool_call"]
+    assert (tool_call["tokens_mean"] > 0).all()
