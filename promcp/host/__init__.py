@@ -1,0 +1,1 @@
+"""The promcp host: the customized MCP client behind ``promcp run`` (agent loop, servers, LLM backends)."""
