@@ -15,20 +15,23 @@ Files are written to a temporary name, fsync'd and renamed into place: a reader 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promcp._version import __version__
 from promcp.errors import NotATraceError, PromcpWarning, SchemaVersionError, TraceError
-from promcp.events import SCHEMA_VERSION, Event
+from promcp.events import COLUMNS, SCHEMA_VERSION, Event
 from promcp.store.journal import (
     Blob,
     JournalHeader,
@@ -100,6 +103,8 @@ ARROW_FIELDS: Final[list[tuple[str, pa.DataType]]] = [
     ("attrs", pa.string()),
 ]
 ARROW_SCHEMA: Final = pa.schema(ARROW_FIELDS)
+if tuple(ARROW_SCHEMA.names) != COLUMNS:  # pragma: no cover - a developer error caught at import
+    raise RuntimeError("ARROW_FIELDS must list the Event columns in declaration order")
 CONTENT_SCHEMA: Final = pa.schema([("hash", pa.string()), ("kind", _DICT), ("text", pa.string())])
 
 _ENUM_COLUMNS = frozenset(
@@ -107,25 +112,23 @@ _ENUM_COLUMNS = frozenset(
 )
 
 
-def _column(events: Sequence[Event], name: str, typ: pa.DataType) -> pa.Array:
-    values: list[Any] = [getattr(e, name) for e in events]
-    if name in _ENUM_COLUMNS:
-        values = [None if v is None else v.value for v in values]
-    elif name == "parts":
-        values = [
-            None if v is None else [{"origin": p.origin.value, "key": p.key, "tokens": p.tokens} for p in v]
-            for v in values
-        ]
+_ATTRS_ENCODER = msgspec.json.Encoder()
+
+
+def _column(name: str, values: Sequence[Any], typ: pa.DataType) -> pa.Array:
+    if name == "parts":
+        values = [None if v is None else [(p.origin.value, p.key, p.tokens) for p in v] for v in values]
     elif name == "attrs":
-        values = [None if v is None else json.dumps(v, separators=(",", ":"), default=str) for v in values]
-    if typ == _DICT:
+        values = [None if v is None else _ATTRS_ENCODER.encode(v).decode() for v in values]
+    if typ == _DICT:  # enum members are str subclasses: Arrow stores their values
         return pa.array(values, type=pa.string()).dictionary_encode()
     return pa.array(values, type=typ)
 
 
 def events_to_table(events: Sequence[Event]) -> pa.Table:
-    """An Arrow table of ``events`` with the fixed promcp schema (works for zero events too)."""
-    arrays = [_column(events, name, typ) for name, typ in ARROW_FIELDS]
+    """Events → an Arrow table with :data:`ARROW_SCHEMA` (one transpose in C, then one array per column)."""
+    columns = list(zip(*map(msgspec.structs.astuple, events), strict=True)) if events else [()] * len(COLUMNS)
+    arrays = [_column(name, columns[i], typ) for i, (name, typ) in enumerate(ARROW_FIELDS)]
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
@@ -199,17 +202,32 @@ def dataset_root_of_journal(journal: Path) -> Path:
     return journal.parent.parent
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def finalize(journal: Path, *, keep_journal: bool = False) -> Path:
     """Turn a journal (finished, interrupted or killed) into the run's Parquet file; return its path.
 
     Valid lines are kept and problems are reported as :class:`PromcpWarning`. The journal is removed only after
     the Parquet file is safely in place (``keep_journal`` keeps it).
     """
-    contents = read_journal(journal)
-    root = dataset_root_of_journal(journal)
-    dest = write_run(
-        root, contents.header, contents.events, contents.blobs.values(), journal_lines=contents.lines
-    )
+    # Hundreds of thousands of small objects live at once here: the cyclic GC would rescan them over and over
+    # (measured: 2.5x slower). None of them form cycles, so pause it for the duration.
+    with _gc_paused():
+        contents = read_journal(journal)
+        root = dataset_root_of_journal(journal)
+        dest = write_run(
+            root, contents.header, contents.events, contents.blobs.values(), journal_lines=contents.lines
+        )
+        del contents
     if not keep_journal:
         journal.unlink()
         _fsync_dir(journal.parent)
