@@ -1,0 +1,256 @@
+"""What-if over a recorded dataset: every LLM input event (S1/S5) recomputed under each strategy.
+
+The recorded call is the baseline. A strategy changes only the part of the call it acts on, so its tokens are
+``tokens_in + (strategy payload - full payload)``, both payloads counted with the call's own tokenizer (the
+``tokenizer`` column) over the captured texts. What the recording has to carry (see docs/whatif.md):
+
+* schema texts: ``INIT tools_discovery`` events list the tools in ``attrs.tools``; the texts are the captured
+  ``schema`` content (matched by ``attrs.tools[name].content`` when present, else by the tool name in the text);
+* the routing query: the user prompt, from the task's S1 ``attrs.content`` (kind ``prompt``);
+* tool results: S4 ``attrs.content``; what the model used afterwards: later S3 arguments (``req_preview``) and the
+  answer (S6 ``attrs.content``, else ``resp_preview``).
+
+A call whose schema texts are missing keeps the strategies that need them out of the table (and says so).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from promcp.analysis.whatif import strategies as st
+from promcp.analysis.whatif._catalog_eval import hits, payloads, static_payloads
+from promcp.analysis.whatif._retrieval import Router
+from promcp.errors import PromcpWarning
+
+DATASET_STRATEGIES = ("full", "slim", "dedup", "topk", "search-tool", "two-phase", "result-fields")
+_LLM_INPUT = ("S1", "S5")
+
+
+def _attrs(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+def _parse_tool(text: str) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(obj, dict) and isinstance(
+        obj.get("function"), dict
+    ):  # OpenAI {"type":"function","function":…}
+        obj = obj["function"]
+    return obj if isinstance(obj, dict) and isinstance(obj.get("name"), str) else None
+
+
+def schema_tools(
+    events: pd.DataFrame, texts: Mapping[str, str], kinds: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """``"<server>/<tool>"`` → tool dict, from the discovery events and the captured schema texts."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for h, text in texts.items():
+        if kinds.get(h) == "schema":
+            tool = _parse_tool(text)
+            if tool is not None:
+                by_name.setdefault(tool["name"], []).append(tool)
+    out: dict[str, dict[str, Any]] = {}
+    disc = events[(events["stage"] == "INIT") & (events["phase"] == "tools_discovery")]
+    for server, attrs in zip(disc["server"], disc["attrs"], strict=True):
+        for name, info in (_attrs(attrs).get("tools") or {}).items():
+            tool = None
+            if isinstance(info, dict) and info.get("content") in texts:
+                tool = _parse_tool(texts[info["content"]])
+            elif len(by_name.get(name, [])) == 1:
+                tool = by_name[name][0]
+            if tool is not None:
+                out[f"{server}/{name}"] = {**tool, "server": server}
+    for name, tools in by_name.items():  # schemas seen without a discovery event: key by bare name
+        if len(tools) == 1:
+            out.setdefault(name, tools[0])
+    return out
+
+
+@dataclass
+class DatasetResult:
+    turns: pd.DataFrame
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def _parts(value: Any) -> list[tuple[str, str, int]]:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return []
+    out = []
+    for p in value:
+        if isinstance(p, dict):
+            out.append((str(p["origin"]), str(p["key"]), int(p["tokens"])))
+        else:
+            out.append((str(p[0]), str(p[1]), int(p[2])))
+    return out
+
+
+def evaluate_dataset(
+    events: pd.DataFrame,
+    content: pd.DataFrame,
+    counter: Callable[[str], Callable[[str], int]],
+    *,
+    k: int = 3,
+    n_results: int | None = None,
+    strategies: Sequence[str] = DATASET_STRATEGIES,
+    router_factory: Callable[[Sequence[Mapping[str, Any]]], Router] = Router,
+    tokenizer: str | None = None,
+) -> DatasetResult:
+    """One row per (LLM input event, strategy); ``counter(name)`` gives the count function of a tokenizer."""
+    wanted = list(dict.fromkeys(["full", *strategies]))
+    texts = dict(zip(content["hash"], content["text"], strict=True)) if len(content) else {}
+    kinds = dict(zip(content["hash"], content["kind"], strict=True)) if len(content) else {}
+    tools_by_key = schema_tools(events, texts, kinds)
+    stage = events["stage"].astype(str)
+    calls = events[stage.isin(_LLM_INPUT) & (events["status"].astype(str) == "ok")]
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, int] = {}
+    routers: dict[tuple[str, ...], Router] = {}
+
+    def skip(name: str) -> None:
+        skipped[name] = skipped.get(name, 0) + 1
+
+    for (run_id, task_id), task in events[events["task_id"].notna()].groupby(
+        ["run_id", "task_id"], observed=True
+    ):
+        tstage = task["stage"].astype(str)
+        prompt = next(
+            (texts.get(_attrs(a).get("content", "")) for a in task.loc[tstage == "S1", "attrs"]),
+            None,
+        )
+        s3 = task[tstage == "S3"]
+        called: dict[int, set[str]] = {}
+        for rnd, server, tool in zip(s3["round"], s3["server"], s3["tool"], strict=True):
+            called.setdefault(int(rnd), set()).add(f"{server}/{tool}")
+        results: dict[str, str] = {}
+        for cid, a in zip(
+            task.loc[tstage == "S4", "tool_call_id"], task.loc[tstage == "S4", "attrs"], strict=True
+        ):
+            text = texts.get(_attrs(a).get("content", ""))
+            if cid and text is not None:
+                results[str(cid)] = text
+        used = [str(x) for x in s3["req_preview"].dropna()]
+        for a, prev in zip(
+            task.loc[tstage == "S6", "attrs"], task.loc[tstage == "S6", "resp_preview"], strict=True
+        ):
+            answer = texts.get(_attrs(a).get("content", ""))
+            used.append(answer if answer is not None else str(prev or ""))
+        task_calls = calls[(calls["run_id"] == run_id) & (calls["task_id"] == task_id)].sort_values("round")
+        for _, ev in task_calls.iterrows():
+            name = tokenizer or ev["tokenizer"] or "o200k_base"
+            count = counter(str(name))
+            parts = _parts(ev["parts"])
+            schema_keys = [key for origin, key, _ in parts if origin == "schemas"]
+            tools = [tools_by_key.get(key) or tools_by_key.get(key.rsplit("/", 1)[-1]) for key in schema_keys]
+            have_tools = all(t is not None for t in tools) and bool(tools)
+            tool_list: list[dict[str, Any]] = [
+                {**t, "server": key.split("/", 1)[0]} if "/" in key else t
+                for t, key in zip(tools, schema_keys, strict=True)
+                if t is not None
+            ]
+            expected = frozenset(called.get(int(ev["round"]), set()))
+            base = int(ev["tokens_in"] or 0)
+            common = {"run_id": run_id, "task": task_id, "round": int(ev["round"]), "tokenizer": name}
+            rows.append(
+                {
+                    **common,
+                    "strategy": "full",
+                    "tokens": base,
+                    "full_tokens": base,
+                    "expected": len(expected),
+                    "hits": len(expected),
+                    "routing_ms": 0.0,
+                }
+            )
+            schema_strategies = [s for s in wanted if s not in ("full", "result-fields")]
+            if schema_strategies and not have_tools:
+                for s in schema_strategies:
+                    skip(s)
+            elif schema_strategies:
+                static = static_payloads(tool_list, ["full", *schema_strategies])
+                full_tokens = static["full"].tokens(count)
+                ranking: list[int] = []
+                ms = 0.0
+                routed = [s for s in schema_strategies if s in st.ROUTED]
+                if routed and prompt is None:
+                    for s in routed:
+                        skip(s)
+                    schema_strategies = [s for s in schema_strategies if s not in st.ROUTED]
+                elif routed:
+                    key = tuple(schema_keys)
+                    if key not in routers:
+                        routers[key] = router_factory(tool_list)
+                    ranking, ms = routers[key].rank(prompt or "")
+                per = payloads(
+                    tool_list,
+                    prompt or "",
+                    ranking,
+                    k=k,
+                    n_results=n_results or k,
+                    strategies=schema_strategies,
+                    static=static,
+                )
+                for s, payload in per.items():
+                    rows.append(
+                        {
+                            **common,
+                            "strategy": s,
+                            "tokens": base + payload.tokens(count) - full_tokens,
+                            "full_tokens": base,
+                            "expected": len(expected),
+                            "hits": hits(expected, payload.visible),
+                            "routing_ms": ms if s in st.ROUTED else 0.0,
+                        }
+                    )
+            if "result-fields" in wanted:
+                delta = 0
+                for origin, key, tokens in parts:
+                    if origin == "tool_results" and key in results:
+                        delta += count(st.result_fields(results[key], used)) - tokens
+                rows.append(
+                    {
+                        **common,
+                        "strategy": "result-fields",
+                        "tokens": base + delta,
+                        "full_tokens": base,
+                        "expected": len(expected),
+                        "hits": len(expected),
+                        "routing_ms": 0.0,
+                    }
+                )
+    if skipped:
+        detail = ", ".join(f"{s}: {n}" for s, n in skipped.items())
+        warnings.warn(
+            f"LLM calls left out for lack of captured schema texts or prompt ({detail}); see docs/whatif.md",
+            PromcpWarning,
+            stacklevel=2,
+        )
+    columns = [
+        "run_id",
+        "task",
+        "round",
+        "tokenizer",
+        "strategy",
+        "tokens",
+        "full_tokens",
+        "expected",
+        "hits",
+        "routing_ms",
+    ]
+    return DatasetResult(pd.DataFrame(rows, columns=columns), skipped)

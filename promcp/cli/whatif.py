@@ -1,0 +1,239 @@
+"""``promcp whatif DATASET-or-CATALOG``: tokens per turn and routing quality under each schema strategy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+
+from promcp.cli._common import stderr, stdout
+from promcp.errors import ConfigError, NotATraceError
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from promcp.analysis.whatif import SCORERS, STRATEGIES
+
+    p = sub.add_parser(
+        "whatif",
+        help="recompute the tools tax under schema-slimming and tool-routing strategies",
+        description="For every recorded LLM call of a dataset, or every query of a tool catalog, recompute the "
+        "tokens of the tool definitions (and tool results) under each strategy with the same tokenizer, with "
+        "Recall@K and hidden tool calls where the expected tools are known. See docs/whatif.md.",
+    )
+    p.add_argument("path", help="promcp dataset (run/import output) or tool catalog (file or directory)")
+    p.add_argument(
+        "--strategy",
+        action="append",
+        choices=list(STRATEGIES),
+        dest="strategies",
+        help="strategy to evaluate (repeatable; default: all that apply; full is always the baseline)",
+    )
+    p.add_argument("--k", type=int, default=3, help="tools routed per turn for topk/two-phase (default: 3)")
+    p.add_argument("--results", type=int, default=None, help="definitions one search returns (default: --k)")
+    p.add_argument(
+        "--scorer", choices=list(SCORERS), default="hybrid", help="retrieval scorer (default: hybrid)"
+    )
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="tokenizer name (default: each recorded call's own; cl100k_base for catalogs)",
+    )
+    p.add_argument("--queries", default=None, help="JSONL queries for a catalog (default: the one beside it)")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="OUT.png",
+        help="also write tokens per turn vs catalog size (catalog mode; a directory of catalogs gives 10→500+)",
+    )
+    p.set_defaults(func=_run)
+
+
+def _is_catalog(path: Path) -> bool:
+    from promcp.analysis.whatif._fixtures import QUERY_FILES
+
+    if path.is_file():
+        return path.suffix == ".json"
+    if path.is_dir():
+        names = {"benchmark_tools.json", "tools.json", *QUERY_FILES}
+        return any((path / n).exists() for n in names) or any(path.glob("*.json"))
+    return False
+
+
+def catalog_paths(path: Path) -> list[Path]:
+    """The catalogs a path stands for: itself, or every catalog file/directory inside a folder of catalogs."""
+    from promcp.analysis.whatif._fixtures import _TOOL_FILES
+
+    if path.is_file() or any((path / n).is_file() for n in _TOOL_FILES):
+        return [path]
+    found = [p for p in sorted(path.iterdir()) if p.suffix == ".json" and p.is_file()]
+    found += [p for p in sorted(path.iterdir()) if p.is_dir() and any((p / n).is_file() for n in _TOOL_FILES)]
+    if not found:
+        raise ConfigError("no tool catalogs here", source=str(path))
+    return found
+
+
+def _counter(name: str) -> Any:
+    from promcp import tokenizers
+
+    return tokenizers.get(name).count
+
+
+def _run(args: argparse.Namespace) -> int:
+    from promcp.analysis import whatif as wi
+
+    if args.k < 1:
+        raise ConfigError("must be at least 1", source="--k")
+    path = Path(args.path)
+    if not path.exists():
+        raise ConfigError("no such file or directory", source=str(path))
+    meta: dict[str, Any] = {"source": str(path), "k": args.k, "scorer": args.scorer}
+    err = stderr()
+    if _is_catalog(path):
+        paths = catalog_paths(path)
+        tools = wi.union_tools(paths)
+        tok = args.tokenizer or "cl100k_base"
+        qpath = Path(args.queries) if args.queries else (wi.query_file(paths[0]) if len(paths) == 1 else None)
+        if qpath is not None:
+            queries = wi.read_queries(qpath)
+        else:  # no queries: route on a sample of the tools' own descriptions (no Recall is reported)
+            step = max(1, len(tools) // 20)
+            queries = [wi.Query(str(t.get("description") or "")) for t in tools[::step]]
+        strategies = [s for s in (args.strategies or wi.CATALOG_STRATEGIES) if s in wi.CATALOG_STRATEGIES]
+        if args.strategies and "result-fields" in args.strategies:
+            err.print("[yellow]note:[/] result-fields needs recorded tool results; skipped for a catalog")
+        with err.status(f"routing {len(queries)} queries over {len(tools)} tools"):
+            router = (
+                wi.Router(tools, args.scorer) if any(s in wi.strategies.ROUTED for s in strategies) else None
+            )
+            res = wi.evaluate_catalog(
+                tools,
+                queries,
+                _counter(tok),
+                k=args.k,
+                n_results=args.results,
+                strategies=strategies,
+                router=router,
+                tokenizer=tok,
+            )
+        turns = wi.turns_frame(res)
+        meta |= {
+            "mode": "catalog",
+            "n_tools": len(tools),
+            "queries": len(queries),
+            "tokenizer": tok,
+            "queries_file": str(qpath) if qpath else None,
+        }
+    else:
+        if args.plot:
+            raise ConfigError("--plot needs a catalog (tools per turn vs catalog size)", source="--plot")
+        from promcp.analysis import load, load_content
+
+        try:
+            events = load(path)
+        except NotATraceError as exc:
+            raise ConfigError(
+                f"neither a promcp dataset nor a tool catalog: {exc}", source=str(path)
+            ) from None
+        model = None
+        strategies = list(args.strategies or wi.DATASET_STRATEGIES)
+
+        def factory(tools: Any) -> Any:
+            nonlocal model
+            r = wi.Router(tools, args.scorer, model=model)
+            model = r.model
+            return r
+
+        dres = wi.evaluate_dataset(
+            events,
+            load_content(path),
+            _counter,
+            k=args.k,
+            n_results=args.results,
+            strategies=strategies,
+            router_factory=factory,
+            tokenizer=args.tokenizer,
+        )
+        turns = dres.turns
+        meta |= {
+            "mode": "dataset",
+            "llm_calls": int((turns["strategy"] == "full").sum()) if len(turns) else 0,
+            "tokenizer": ",".join(sorted(set(turns["tokenizer"]))) if len(turns) else args.tokenizer,
+            "skipped": dres.skipped,
+        }
+        strategies = ["full", *strategies]
+    summary = wi.summarize(turns, order=list(dict.fromkeys(["full", *strategies])))
+    _emit(summary, meta, args.format)
+    if args.plot:
+        frame = wi.scaling(tools, _counter(meta["tokenizer"]), k=args.k, scorer=args.scorer)
+        out = wi.plot_scaling(frame, args.plot, tokenizer=meta["tokenizer"], k=args.k)
+        err.print(f"wrote {out}")
+    return 0
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _emit(summary: pd.DataFrame, meta: dict[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        rows = [{k: _clean(v) for k, v in r.items()} for r in summary.to_dict(orient="records")]
+        sys.stdout.write(json.dumps({**meta, "summary": rows}, indent=2, default=str) + "\n")
+        return
+    if fmt == "csv":
+        sys.stdout.write(summary.to_csv(index=False))
+        return
+    title = f"what-if ({meta['mode']}, {meta['tokenizer']}, k={meta['k']}, scorer={meta['scorer']})"
+    table = Table(title=title, title_justify="left")
+    cols = [
+        "strategy",
+        "turns",
+        "tokens_per_turn",
+        "reduction_pct",
+        "tokens_per_task",
+        "saved_total",
+        "recall_pct",
+        "hidden_pct",
+        "routing_ms_mean",
+        "routing_ms_p95",
+    ]
+    heads = [
+        "strategy",
+        "turns",
+        "tok/turn",
+        "cut %",
+        "tok/task",
+        "saved",
+        "recall %",
+        "hidden %",
+        "route ms",
+        "p95 ms",
+    ]
+    for c, h in zip(cols, heads, strict=True):
+        table.add_column(h, justify="left" if c == "strategy" else "right", no_wrap=True)
+    for r in summary.to_dict(orient="records"):
+        table.add_row(*(_fmt(r.get(c)) for c in cols))
+    stdout().print(table)
+    extra = {
+        k: v
+        for k, v in meta.items()
+        if k in ("n_tools", "queries", "queries_file", "llm_calls", "skipped") and v
+    }
+    stdout().print(" · ".join(f"{k}: {v}" for k, v in extra.items()))
+
+
+def _fmt(value: Any) -> str:
+    value = _clean(value)
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) < 1e5 else f"{value:,.0f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
