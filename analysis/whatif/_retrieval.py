@@ -32,7 +32,42 @@ BM25_B = 0.75
 
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
 _STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "get", "i", "in", "is", "it", "me", "my", "of", "on", "or", "the", "this", "to", "with", "what", "which", "who", "do", "does", "can", "you", "your", "all", "any"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "get",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "the",
+        "this",
+        "to",
+        "with",
+        "what",
+        "which",
+        "who",
+        "do",
+        "does",
+        "can",
+        "you",
+        "your",
+        "all",
+        "any",
+    ]
 )
 
 FloatArray = npt.NDArray[np.float64]
