@@ -138,6 +138,8 @@ class Sampling:
     max_tokens: int = 512
     seed: int | None = 0
     stop: tuple[str, ...] = ()
+    #: "auto" (model decides), "required" (must call a tool), "none" (must answer); the host sets it per call
+    tool_choice: str = "auto"
 
 
 @dataclass(frozen=True)

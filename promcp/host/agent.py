@@ -1,0 +1,435 @@
+"""The agent loop of one task: plan → tool call → result → context update, until an answer or the round limit.
+
+Per round it records one LLM call as an input event (S1 on round 1, S5 later; tokens by origin) and an output event
+(S2 when the model asked for a tool, S6 when it answered), then S3/S4 per tool call (:mod:`promcp.host.mcp_events`).
+Tool calls are checked like a real client does (known tool, arguments valid against the tool's input schema); an
+invalid call is recorded (S3, status error, not sent) and answered with an error message to the model. A prompt
+that does not fit the context window is a ``context_overflow`` input event (counted, never sent) and ends the task.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from promcp.errors import LLMError, ServerError
+from promcp.events import Event, Origin, Part, Stage, Status, TimingQuality, TokenSource
+from promcp.host import mcp_events
+from promcp.host.config import Policy, TaskConfig
+from promcp.host.llm.base import (
+    LLMBackend,
+    Message,
+    Response,
+    Sampling,
+    ToolCall,
+    ToolSpec,
+    call_with_retries,
+    scale_parts,
+)
+from promcp.host.mcp_events import CallMeasure, Clock
+from promcp.host.sessions import ServerConnection, ServerPool
+from promcp.recorder import Recorder, scope
+
+
+@dataclass
+class TaskResult:
+    task_id: str
+    status: str = "ok"  # ok | error | timeout | context_overflow | max_rounds | cancelled
+    rounds: int = 0
+    answer: str | None = None
+    tools_called: list[str] = field(default_factory=list)  # "server:tool"
+    expected_hit: bool | None = None
+    error: str | None = None
+    llm_ms: float = 0.0
+    tool_ms: float = 0.0
+    init_ms: float = 0.0  # starting servers this task needed
+    wall_ms: float = 0.0
+
+    @property
+    def overhead_ms(self) -> float:
+        """Time of the task outside LLM calls and tool execution (the harness's own cost)."""
+        return max(self.wall_ms - self.init_ms - self.llm_ms - self.tool_ms, 0.0)
+
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+def tool_specs(conns: Sequence[ServerConnection]) -> list[ToolSpec]:
+    """Tools offered to the model for a task: plain names, ``server__tool`` where two servers share a name."""
+    seen: dict[str, int] = {}
+    for c in conns:
+        for t in c.tools:
+            seen[t.name] = seen.get(t.name, 0) + 1
+    specs: list[ToolSpec] = []
+    for c in conns:
+        for t in c.tools:
+            name = t.name if seen[t.name] == 1 else f"{c.name}__{t.name}"
+            specs.append(ToolSpec(name, t.description or "", dict(t.input_schema or {}), c.name, t.name))
+    return specs
+
+
+class Agent:
+    def __init__(
+        self,
+        *,
+        backend: LLMBackend,
+        pool: ServerPool,
+        recorder: Recorder,
+        policy: Policy,
+        sampling: Sampling,
+        tool_choice: str,
+        system_prompt: str,
+        progress: Progress | None = None,
+    ) -> None:
+        self.backend = backend
+        self.pool = pool
+        self.rec = recorder
+        self.policy = policy
+        self.sampling = sampling
+        self.tool_choice = tool_choice
+        self.system_prompt = system_prompt
+        self.progress = progress or (lambda _k, _d: None)
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+
+    async def run(self, task: TaskConfig) -> TaskResult:
+        result = TaskResult(task.id)
+        t0 = time.perf_counter_ns()
+        with scope(task_id=task.id, model=self.backend.model, provider=self.backend.provider):
+            try:
+                await self._run(task, result)
+            finally:
+                result.wall_ms = (time.perf_counter_ns() - t0) / 1e6
+        if task.expected_tools:
+            result.expected_hit = all(e in result.tools_called for e in task.expected_tools)
+        return result
+
+    async def _connect(self, task: TaskConfig, result: TaskResult) -> list[ServerConnection] | None:
+        conns: list[ServerConnection] = []
+        for name in task.all_servers:
+            self.progress("stage", {"task": task.id, "stage": f"INIT {name}"})
+            try:
+                conns.append(await self.pool.get(name))
+            except ServerError as exc:
+                if name in task.servers:
+                    result.status, result.error = "error", str(exc)
+                    return None
+                # a distraction server that cannot start only shrinks the tool list
+        return conns
+
+    async def _run(self, task: TaskConfig, result: TaskResult) -> None:
+        t0 = time.perf_counter_ns()
+        conns = await self._connect(task, result)
+        result.init_ms = (time.perf_counter_ns() - t0) / 1e6
+        if conns is None:
+            return
+        by_name = {c.name: c for c in conns}
+        tools = tool_specs(conns)
+        spec_by_name = {t.name: t for t in tools}
+        messages: list[Message] = [
+            Message("system", task.system_prompt or self.system_prompt, origin=Origin.SYSTEM, key="system"),
+            Message("user", task.prompt, origin=Origin.USER, key="prompt"),
+        ]
+        self.rec.put_text("prompt", task.prompt)
+        max_rounds = task.max_rounds or self.policy.max_rounds
+        called_any = False
+        for rnd in range(1, max_rounds + 1):
+            result.rounds = rnd
+            with scope(round=rnd):
+                choice = self.tool_choice
+                if choice == "first":
+                    choice = "auto" if called_any else "required"
+                self.progress("stage", {"task": task.id, "round": rnd, "stage": "S1" if rnd == 1 else "S5"})
+                response = await self._llm_call(task, rnd, messages, tools, choice, result)
+                if response is None:
+                    return
+                if not response.tool_calls:
+                    result.answer = response.content or ""
+                    result.status = "ok"
+                    return
+                messages.append(
+                    Message(
+                        "assistant",
+                        response.content or "",
+                        tool_calls=list(response.tool_calls),
+                        origin=Origin.HISTORY,
+                        key=f"msg:{len(messages)}",
+                    )
+                )
+                for call in response.tool_calls:  # sequential tool execution (evaluation card)
+                    called_any = True
+                    text = await self._tool_call(task, call, spec_by_name, by_name, result)
+                    messages.append(
+                        Message(
+                            "tool",
+                            text,
+                            tool_call_id=call.id,
+                            name=call.name,
+                            origin=Origin.TOOL_RESULTS,
+                            key=call.id,
+                        )
+                    )
+        result.status = "max_rounds"
+
+    # -- LLM --------------------------------------------------------------------------------------------------------
+
+    async def _llm_call(
+        self,
+        task: TaskConfig,
+        rnd: int,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        tool_choice: str,
+        result: TaskResult,
+    ) -> Response | None:
+        backend = self.backend
+        stage_in = Stage.S1 if rnd == 1 else Stage.S5
+        parts = backend.input_parts(messages, tools)
+        local = sum(p.tokens for p in parts)
+        tok = backend.tokenizer
+        window = backend.context_window
+        common: dict[str, Any] = {"tokenizer": tok.name, "context_window": window}
+        if window is not None and local + 1 > window:
+            now = Clock.now()
+            self.rec.emit(
+                Event(
+                    stage=stage_in,
+                    parts=parts,
+                    token_source=tok.source,
+                    status=Status.CONTEXT_OVERFLOW,
+                    error_type="context_overflow",
+                    t_start_ns=now.wall_ns,
+                    t_end_ns=now.wall_ns,
+                    timing_quality=TimingQuality.NONE,
+                    attrs={"n_tools": len(tools), "overflow_by": local + 1 - window},
+                    **common,
+                )
+            )
+            result.status, result.error = (
+                "context_overflow",
+                f"prompt of {local} tokens does not fit {window}",
+            )
+            return None
+        sampling = Sampling(
+            temperature=self.sampling.temperature,
+            top_p=self.sampling.top_p,
+            max_tokens=self.sampling.max_tokens,
+            seed=self.sampling.seed,
+            stop=self.sampling.stop,
+            tool_choice=tool_choice if tools else "none",
+        )
+        retries: list[str] = []
+
+        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+            retries.append(f"{type(exc).__name__}: {exc}")
+            self.progress("stage", {"task": task.id, "stage": f"LLM retry {attempt} in {delay:g}s"})
+
+        start = Clock.now()
+        try:
+            response = await call_with_retries(
+                lambda: backend.chat(messages, tools, sampling), self.policy.retry, on_retry=on_retry
+            )
+        except LLMError as exc:
+            end = Clock.now()
+            self.rec.emit(
+                Event(
+                    stage=stage_in,
+                    status=Status.TIMEOUT if exc.error_type == "timeout" else Status.ERROR,
+                    error_type=exc.error_type,
+                    t_start_ns=start.wall_ns,
+                    t_end_ns=end.wall_ns,
+                    latency_ms=start.ms_to(end),
+                    resp_preview=str(exc),
+                    attrs={
+                        "tokens_in_estimate": local,
+                        "attempts": len(retries) + 1,
+                        "retry_errors": retries,
+                    },
+                    **common,
+                )
+            )
+            result.llm_ms += start.ms_to(end)
+            result.status, result.error = "error", str(exc)
+            return None
+        end = Clock.now()
+        result.llm_ms += response.timing.total_ms
+        self._emit_llm(stage_in, parts, local, response, start, end, retries, tools, common)
+        return response
+
+    def _emit_llm(
+        self,
+        stage_in: Stage,
+        parts: list[Part],
+        local: int,
+        response: Response,
+        start: Clock,
+        end: Clock,
+        retries: list[str],
+        tools: list[ToolSpec],
+        common: dict[str, Any],
+    ) -> None:
+        usage = response.usage
+        attrs_in: dict[str, Any] = {"n_tools": len(tools)}
+        if retries:
+            attrs_in.update({"attempts": len(retries) + 1, "retry_errors": retries})
+        token_source = usage.source if usage.input_tokens is not None else self.backend.tokenizer.source
+        if usage.input_tokens is not None and usage.input_tokens != local:
+            attrs_in["tokens_in_estimate"] = local
+            attrs_in["origin_scale"] = round(usage.input_tokens / local, 6) if local else None
+            parts = scale_parts(parts, usage.input_tokens)
+        if usage.cache_read_tokens or usage.cache_write_tokens:
+            attrs_in["cache_read_tokens"] = usage.cache_read_tokens
+            attrs_in["cache_write_tokens"] = usage.cache_write_tokens
+        for key in ("prefill_tokens", "reused_prefix_tokens"):
+            if key in response.attrs:
+                attrs_in[key] = response.attrs[key]
+        total_ms = response.timing.total_ms
+        prompt_ms = response.timing.prompt_ms
+        # the call's interval [start, end] split at the end of prefill
+        split_ns = start.wall_ns + int((prompt_ms or 0.0) * 1e6)
+        self.rec.emit(
+            Event(
+                stage=stage_in,
+                parts=parts,
+                token_source=token_source,
+                t_start_ns=start.wall_ns,
+                t_end_ns=split_ns if prompt_ms is not None else start.wall_ns,
+                latency_ms=prompt_ms,
+                timing_quality=TimingQuality.EXACT if prompt_ms is not None else TimingQuality.NONE,
+                attrs=attrs_in,
+                **common,
+            )
+        )
+        calls = response.tool_calls
+        stage_out = Stage.S2 if calls else Stage.S6
+        attrs_out: dict[str, Any] = {"finish_reason": response.finish_reason}
+        if len(calls) > 1:
+            attrs_out["tool_call_ids"] = [c.id for c in calls]
+        for key in ("parse_error", "generation_ms"):
+            if key in response.attrs:
+                attrs_out[key] = response.attrs[key]
+        out_text = (
+            json.dumps([{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False)
+            if calls
+            else (response.content or "")
+        )
+        if stage_out is Stage.S6:
+            attrs_out["content"] = self.rec.put_text("answer", out_text)
+        out_tokens = usage.output_tokens
+        out_source = usage.source
+        if out_tokens is None:
+            out_tokens, out_source = self.backend.tokenizer.count(out_text), self.backend.tokenizer.source
+        self.rec.emit(
+            Event(
+                stage=stage_out,
+                tokens_out=out_tokens,
+                token_source=out_source if out_source is not TokenSource.NONE else TokenSource.TOKENIZER,
+                t_start_ns=split_ns if prompt_ms is not None else start.wall_ns,
+                t_end_ns=max(end.wall_ns, split_ns),
+                latency_ms=max(total_ms - (prompt_ms or 0.0), 0.0),
+                tool_call_id=calls[0].id if calls else None,
+                tool=calls[0].name if calls else None,
+                resp_preview=out_text,
+                attrs=attrs_out,
+                **common,
+            )
+        )
+
+    # -- tools ------------------------------------------------------------------------------------------------------
+
+    def _validator(self, spec: ToolSpec) -> jsonschema.protocols.Validator:
+        v = self._validators.get(spec.key)
+        if v is None:
+            schema = spec.input_schema or {"type": "object"}
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            try:
+                cls.check_schema(schema)
+            except jsonschema.SchemaError:
+                cls = jsonschema.Draft202012Validator
+                schema = {"type": "object"}
+            v = cls(schema)
+            self._validators[spec.key] = v
+        return v
+
+    async def _tool_call(
+        self,
+        task: TaskConfig,
+        call: ToolCall,
+        specs: dict[str, ToolSpec],
+        conns: dict[str, ServerConnection],
+        result: TaskResult,
+    ) -> str:
+        spec = specs.get(call.name)
+        tok = self.backend.tokenizer
+        if spec is None:
+            return self._invalid(
+                call,
+                None,
+                "unknown_tool",
+                f"Error: unknown tool {call.name!r}. Available tools: {', '.join(specs)}",
+            )
+        errors = sorted(self._validator(spec).iter_errors(call.arguments), key=lambda e: list(e.path))
+        if errors:
+            e = errors[0]
+            where = "/".join(map(str, e.path)) or "arguments"
+            return self._invalid(
+                call,
+                spec,
+                "invalid_arguments",
+                f"Error: invalid arguments for {call.name}: {where}: {e.message}",
+            )
+        conn = conns[spec.server]
+        if not conn.alive:  # crashed or hung on an earlier call of this task: restart it
+            try:
+                conn = await self.pool.get(spec.server)
+                conns[spec.server] = conn
+            except ServerError as exc:
+                return self._invalid(
+                    call, spec, exc.error_type, f"Error: server {spec.server!r} is unavailable: {exc}"
+                )
+        self.progress("stage", {"task": task.id, "stage": f"S3/S4 {spec.server}:{spec.tool}"})
+        with scope(server=spec.server, tool=spec.tool, tool_call_id=call.id, transport=conn.transport.value):
+            outcome, measure = await conn.call(spec.tool, call.arguments, self.policy.tool_timeout_s)
+            result.tool_ms += measure.start.ms_to(measure.end)
+            result.tools_called.append(f"{spec.server}:{spec.tool}")
+            mcp_events.call_events(
+                self.rec,
+                server=spec.server,
+                tool=spec.tool,
+                tool_call_id=call.id,
+                transport=conn.transport,
+                m=measure,
+                tokenizer=tok,
+            )
+        return outcome.text
+
+    def _invalid(self, call: ToolCall, spec: ToolSpec | None, error_type: str, message: str) -> str:
+        now = Clock.now()
+        m = CallMeasure(
+            start=now,
+            sent=None,
+            end=now,
+            request_bytes=None,
+            jsonrpc_id=None,
+            args_text=json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":")),
+            result_text=None,
+            result_bytes=None,
+            status=Status.ERROR,
+            error_type=error_type,
+        )
+        with scope(tool_call_id=call.id):
+            mcp_events.call_events(
+                self.rec,
+                server=spec.server if spec else None,
+                tool=spec.tool if spec else call.name,
+                tool_call_id=call.id,
+                transport=None,
+                m=m,
+                tokenizer=self.backend.tokenizer,
+                extra_attrs={"sent": False, "message": message},
+            )
+        return message

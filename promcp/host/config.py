@@ -1,0 +1,436 @@
+"""The benchmark file of ``promcp run``: YAML (safe-loaded) → JSON Schema check → typed :class:`Benchmark`.
+
+Every error is a :class:`~promcp.errors.ConfigError` naming the file, the key path (``tasks[3].servers``) and the
+line. Strings may use ``${VAR}`` / ``${VAR:-default}``: the built-in variables ``WORKSPACE`` (the run's scratch
+directory), ``BENCHMARK_DIR`` (the file's directory) and ``PYTHON`` (this interpreter), then the environment. A
+server's own ``PORT`` (``port: auto`` picks a free loopback port) is visible in that server's strings.
+Relative paths (a ``command`` containing ``/``, ``cwd``, ``llm.model`` ending in ``.gguf``, replay files) resolve
+against the file's directory. The schema and every default are in :mod:`promcp.host._schema` and ``docs/run.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from promcp.errors import ConfigError
+from promcp.host._schema import BENCHMARK_SCHEMA
+from promcp.host.llm.base import RetryPolicy, Sampling
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The evaluation card's policies (defaults = the card)."""
+
+    max_rounds: int = 10
+    retries: int = 3
+    backoff_s: tuple[float, ...] = (1.0, 2.0)
+    timeout_s: float = 1500.0
+    tool_timeout_s: float = 60.0
+    discovery_timeout_s: float = 10.0
+    startup_timeout_s: float = 30.0
+    tool_execution: str = "sequential"
+    streaming: bool = False
+    ready_probe: bool = True
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(retries=self.retries, backoff_s=self.backoff_s)
+
+
+@dataclass(frozen=True)
+class Command:
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    transport: str = "stdio"  # stdio | streamable_http | sse
+    mode: str = "live"  # live | replay (replay: served from a recorded catalog by promcp.servers.replay)
+    command: Command | None = None  # stdio: the server process
+    url: str | None = None  # HTTP transports
+    start: Command | None = None  # HTTP transports: optional process that serves ``url``
+    port: int | None = None
+    catalog: str | None = None
+    responses: str | None = None
+    replay_server: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    id: str
+    prompt: str
+    servers: tuple[str, ...]
+    distraction_servers: tuple[str, ...] = ()
+    expected_tools: tuple[str, ...] = ()  # "server:tool"
+    max_rounds: int | None = None
+    system_prompt: str | None = None
+    line: int | None = None
+
+    @property
+    def all_servers(self) -> tuple[str, ...]:
+        return self.servers + tuple(s for s in self.distraction_servers if s not in self.servers)
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    backend: str = "llama-cpp"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    context_window: int | None = None
+    tokenizer: str | None = None
+    timeout_s: float | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def backend_opts(self) -> dict[str, Any]:
+        opts: dict[str, Any] = dict(self.options)
+        for key in ("model", "base_url", "api_key", "context_window", "tokenizer", "timeout_s"):
+            value = getattr(self, key)
+            if value is not None:
+                opts[key] = value
+        return opts
+
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful assistant with access to tools. Use a tool when it helps answer the user's request, "
+    "then answer briefly using the tool results."
+)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    path: Path
+    llm: LLMConfig
+    sampling: Sampling
+    policy: Policy
+    servers: Mapping[str, ServerConfig]
+    tasks: tuple[TaskConfig, ...]
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    workspace_files: Mapping[str, str] = field(default_factory=dict)
+    workspace_git_repos: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: auto | required | none, or first: a tool call is required until the model has called one
+    tool_choice: str = "auto"
+
+    def select(self, task_ids: list[str] | None = None, limit: int | None = None) -> tuple[TaskConfig, ...]:
+        """The tasks to run: ``task_ids`` (in file order; unknown ids are a ConfigError), then the first ``limit``."""
+        tasks = self.tasks
+        if task_ids:
+            known = {t.id for t in tasks}
+            unknown = [t for t in task_ids if t not in known]
+            if unknown:
+                raise ConfigError(f"unknown task id(s): {', '.join(unknown)}", source=self.path, key="--task")
+            tasks = tuple(t for t in tasks if t.id in task_ids)
+        if limit is not None:
+            tasks = tasks[: max(limit, 0)]
+        return tasks
+
+
+# -- YAML with line numbers --------------------------------------------------------------------------------------
+
+
+def _key(path: tuple[str | int, ...]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _construct(
+    node: yaml.Node, path: tuple[str | int, ...], lines: dict[str, int], loader: yaml.SafeLoader
+) -> Any:
+    lines[_key(path)] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[Any, Any] = {}
+        for k_node, v_node in node.value:
+            k = loader.construct_object(k_node, deep=True)  # type: ignore[no-untyped-call]
+            if not isinstance(k, str):
+                raise ConfigError(
+                    f"keys must be strings, got {k!r}", key=_key(path), line=k_node.start_mark.line + 1
+                )
+            if k in out:
+                raise ConfigError("duplicate key", key=_key((*path, k)), line=k_node.start_mark.line + 1)
+            out[k] = _construct(v_node, (*path, k), lines, loader)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_construct(v, (*path, i), lines, loader) for i, v in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)  # type: ignore[no-untyped-call]
+
+
+def load_yaml_with_lines(text: str, source: str | Path) -> tuple[Any, dict[str, int]]:
+    """Safe-load one YAML document; also return ``{key path: line}``."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        lines: dict[str, int] = {}
+        data = None if node is None else _construct(node, (), lines, loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        raise ConfigError(
+            f"invalid YAML: {exc.problem}", source=source, line=mark.line + 1 if mark else None
+        ) from exc
+    except ConfigError as exc:
+        raise ConfigError(str(exc).split(": ", 1)[-1], source=source, key=exc.key, line=exc.line) from exc
+    finally:
+        loader.dispose()  # type: ignore[no-untyped-call]
+    return data, lines
+
+
+# -- loading ------------------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class _Loader:
+    def __init__(
+        self, path: Path, lines: dict[str, int], variables: Mapping[str, str], env: Mapping[str, str]
+    ) -> None:
+        self.path = path  # as the user named it (error messages)
+        self.base = path.resolve().parent
+        self.lines = lines
+        self.variables = variables
+        self.env = env
+
+    def error(self, message: str, key: str) -> ConfigError:
+        line = self.lines.get(key)
+        probe = key
+        while line is None and probe:
+            probe = re.sub(r"(\[\d+\]|\.[^.\[]+|^[^.\[]+)$", "", probe)
+            line = self.lines.get(probe)
+        return ConfigError(message, source=self.path, key=key or None, line=line)
+
+    def expand(self, value: Any, key: str, extra: Mapping[str, str] | None = None) -> Any:
+        if isinstance(value, str):
+
+            def sub(m: re.Match[str]) -> str:
+                name, default = m.group(1), m.group(2)
+                for scope in (extra or {}, self.variables, self.env):
+                    if name in scope:
+                        return str(scope[name])
+                if default is not None:
+                    return default
+                raise self.error(f"${{{name}}} is not set (and has no ${{{name}:-default}})", key)
+
+            return _VAR.sub(sub, value)
+        if isinstance(value, list):
+            return [self.expand(v, f"{key}[{i}]", extra) for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            return {k: self.expand(v, f"{key}.{k}" if key else k, extra) for k, v in value.items()}
+        return value
+
+    def resolve_path(self, value: str) -> str:
+        p = Path(value).expanduser()
+        return str(p if p.is_absolute() else (self.base / p).resolve())
+
+    def command(self, raw: dict[str, Any], key: str) -> Command:
+        cmd = raw["command"]
+        if cmd == "python":
+            cmd = sys.executable
+        elif "/" in cmd:
+            cmd = self.resolve_path(cmd)
+            if not Path(cmd).exists():
+                raise self.error(f"command not found: {cmd}", f"{key}.command")
+        else:
+            # bare names: the interpreter's bin directory (venv-installed servers) first, then PATH
+            local = Path(sys.executable).parent / cmd
+            found = str(local) if local.exists() else shutil.which(cmd)
+            if found is None:
+                raise self.error(
+                    f"command {cmd!r} not found next to {sys.executable} or on PATH", f"{key}.command"
+                )
+            cmd = found
+        cwd = raw.get("cwd")
+        return Command(
+            command=cmd,
+            args=tuple(raw.get("args", ())),
+            env=dict(raw.get("env", {})),
+            cwd=self.resolve_path(cwd) if cwd else None,
+        )
+
+    def server(self, name: str, raw: dict[str, Any]) -> ServerConfig:
+        key = f"servers.{name}"
+        port: int | None = None
+        extra: dict[str, str] = {}
+        if "port" in raw:
+            port = free_port() if raw["port"] == "auto" else int(raw["port"])
+            extra["PORT"] = str(port)
+        raw = self.expand(raw, key, extra)
+        mode = raw.get("mode", "live")
+        transport = raw.get("transport", "stdio")
+        if mode == "replay":
+            for needed in ("catalog",):
+                if needed not in raw:
+                    raise self.error(f"a replay server needs {needed!r}", key)
+            return ServerConfig(
+                name=name,
+                transport=transport,
+                mode=mode,
+                catalog=self.resolve_path(raw["catalog"]),
+                responses=self.resolve_path(raw["responses"]) if "responses" in raw else None,
+                replay_server=raw.get("replay_server", name),
+                line=self.lines.get(key),
+            )
+        if transport == "stdio":
+            if "command" not in raw:
+                raise self.error("a stdio server needs 'command'", key)
+            if "url" in raw or "start" in raw:
+                raise self.error("'url' and 'start' are for streamable_http/sse servers", key)
+            return ServerConfig(
+                name=name,
+                transport=transport,
+                command=self.command(raw, key),
+                port=port,
+                line=self.lines.get(key),
+            )
+        if "url" not in raw:
+            raise self.error(f"a {transport} server needs 'url'", key)
+        if "command" in raw:
+            raise self.error(
+                "an HTTP server's process goes under 'start: {command, args, env}'", f"{key}.command"
+            )
+        start = self.command(raw["start"], f"{key}.start") if "start" in raw else None
+        return ServerConfig(
+            name=name, transport=transport, url=raw["url"], start=start, port=port, line=self.lines.get(key)
+        )
+
+    def task(self, i: int, raw: dict[str, Any], servers: Mapping[str, ServerConfig]) -> TaskConfig:
+        key = f"tasks[{i}]"
+        raw = self.expand(raw, key)
+        for field_name in ("servers", "distraction_servers"):
+            for j, s in enumerate(raw.get(field_name, ())):
+                if s not in servers:
+                    raise self.error(
+                        f"unknown server {s!r}; defined: {', '.join(servers)}", f"{key}.{field_name}[{j}]"
+                    )
+        used = set(raw["servers"])
+        for j, spec in enumerate(raw.get("expected_tools", ())):
+            server = spec.split(":", 1)[0]
+            if server not in used:
+                raise self.error(
+                    f"expected tool {spec!r} names server {server!r}, which is not in this task's servers",
+                    f"{key}.expected_tools[{j}]",
+                )
+        return TaskConfig(
+            id=raw["id"],
+            prompt=raw["prompt"],
+            servers=tuple(raw["servers"]),
+            distraction_servers=tuple(raw.get("distraction_servers", ())),
+            expected_tools=tuple(raw.get("expected_tools", ())),
+            max_rounds=raw.get("max_rounds"),
+            system_prompt=raw.get("system_prompt"),
+            line=self.lines.get(key),
+        )
+
+
+def _schema_error(exc: jsonschema.ValidationError) -> tuple[str, str]:
+    path = _key(tuple(exc.absolute_path))
+    message = exc.message
+    if exc.validator == "additionalProperties" and isinstance(exc.instance, dict):
+        allowed = sorted(exc.schema.get("properties", {}))
+        extra = sorted(set(exc.instance) - set(allowed))
+        if extra:
+            path = _key((*exc.absolute_path, extra[0]))
+            message = f"unknown key {extra[0]!r}; allowed here: {', '.join(allowed)}"
+    return message, path
+
+
+def load(
+    path: str | Path,
+    *,
+    workspace: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Benchmark:
+    """Read, validate and type the benchmark file at ``path`` (see the module docstring)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read benchmark file: {exc.strerror or exc}", source=path) from exc
+    data, lines = load_yaml_with_lines(text, path)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "the benchmark file must be a YAML mapping (servers:, tasks:, …)", source=path, line=1
+        )
+    validator = jsonschema.Draft202012Validator(BENCHMARK_SCHEMA)
+    errors = sorted(
+        validator.iter_errors(data),
+        key=lambda e: (len(list(e.absolute_path)), list(map(str, e.absolute_path))),
+    )
+    if errors:
+        best = jsonschema.exceptions.best_match(errors)
+        message, key = _schema_error(best)
+        raise _Loader(path, lines, {}, {}).error(message, key)
+    variables = {
+        "BENCHMARK_DIR": str(path.resolve().parent),
+        "PYTHON": sys.executable,
+        "WORKSPACE": str(Path(workspace).resolve())
+        if workspace
+        else str(path.resolve().parent / ".promcp-workspace"),
+    }
+    ld = _Loader(path, lines, variables, os.environ if env is None else env)
+    servers = {name: ld.server(name, raw) for name, raw in data["servers"].items()}
+    tasks: list[TaskConfig] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(data["tasks"]):
+        task = ld.task(i, raw, servers)
+        if task.id in seen:
+            raise ld.error(f"duplicate task id {task.id!r}", f"tasks[{i}].id")
+        seen.add(task.id)
+        tasks.append(task)
+    llm_raw = ld.expand(data.get("llm", {}), "llm")
+    if llm_raw.get("model", "").endswith(".gguf"):
+        llm_raw["model"] = ld.resolve_path(llm_raw["model"])
+    llm = LLMConfig(**llm_raw)
+    s = data.get("sampling", {})
+    sampling = Sampling(
+        temperature=float(s.get("temperature", 0.0)),
+        top_p=s.get("top_p"),
+        max_tokens=int(s.get("max_tokens", 256)),
+        seed=s.get("seed", 0),
+    )
+    p = data.get("policy", {})
+    policy = Policy(**{**p, "backoff_s": tuple(float(b) for b in p.get("backoff_s", (1.0, 2.0)))})
+    ws = ld.expand(data.get("workspace", {}), "workspace")
+    for key_name, rel in [("files", f) for f in ws.get("files", {})] + [
+        ("git_repos", r) for r in ws.get("git_repos", {})
+    ]:
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise ld.error(
+                "workspace paths must be relative and stay inside the workspace", f"workspace.{key_name}"
+            )
+    return Benchmark(
+        name=data.get("name", path.stem),
+        path=path,
+        llm=llm,
+        sampling=sampling,
+        policy=policy,
+        servers=servers,
+        tasks=tuple(tasks),
+        system_prompt=ld.expand(data.get("system_prompt", DEFAULT_SYSTEM_PROMPT), "system_prompt"),
+        workspace_files=ws.get("files", {}),
+        workspace_git_repos=ws.get("git_repos", {}),
+        tool_choice=s.get("tool_choice", "auto"),
+    )
