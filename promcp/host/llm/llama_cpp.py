@@ -116,9 +116,8 @@ def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> Any:
                         n_ctx=n_ctx,
                         n_threads=n_threads,
                         n_threads_batch=n_threads,
-                        n_batch=256,
-                        n_ubatch=256,
-                        flash_attn=True,
+                        n_batch=512,
+                        flash_attn=False,  # flash attention costs a multi-second warm-up on the first decode
                         seed=seed,
                         verbose=False,
                     )
