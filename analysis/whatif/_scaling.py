@@ -58,7 +58,7 @@ def scaling(
         subset = order[:n]
         picks = random.Random(SEED + n).sample(range(n), min(QUERIES_PER_SIZE, n))
         queries = [Query(str(subset[i].get("description") or subset[i].get("summary") or "")) for i in picks]
-        router = Router(subset, scorer, model=model)  # type: ignore[arg-type]
+        router = Router(subset, scorer, model=model)  # type: ignore[arg-type, unused-ignore]
         result = evaluate_catalog(subset, queries, count, k=k, strategies=strategies, router=router)
         frame = pd.DataFrame([t.__dict__ for t in result.turns])
         for name, g in frame.groupby("strategy", sort=False):
