@@ -84,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     tasks = bench.select(args.tasks, args.limit)
     if not tasks:
         raise ConfigError("no task selected", source=args.benchmark, key="--task/--limit")
-    backend = None
+    backend: Any = None
     if not args.dry_run:
         with err.status("loading the LLM backend…"):
             backend = _backend(bench, args)

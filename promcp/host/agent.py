@@ -256,7 +256,9 @@ class Agent:
             result.status, result.error = "error", str(exc)
             return None
         end = Clock.now()
-        result.llm_ms += start.ms_to(end)  # the whole backend call (prompt rendering, grammar, thread hand-off)
+        result.llm_ms += start.ms_to(
+            end
+        )  # the whole backend call (prompt rendering, grammar, thread hand-off)
         self._emit_llm(stage_in, parts, local, response, start, end, retries, tools, common)
         return response
 

@@ -161,7 +161,7 @@ def _construct(
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for k_node, v_node in node.value:
-            k = loader.construct_object(k_node, deep=True)  # type: ignore[no-untyped-call]
+            k = loader.construct_object(k_node, deep=True)
             if not isinstance(k, str):
                 raise ConfigError(
                     f"keys must be strings, got {k!r}", key=_key(path), line=k_node.start_mark.line + 1
@@ -172,7 +172,7 @@ def _construct(
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_construct(v, (*path, i), lines, loader) for i, v in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)  # type: ignore[no-untyped-call]
+    return loader.construct_object(node, deep=True)
 
 
 def load_yaml_with_lines(text: str, source: str | Path) -> tuple[Any, dict[str, int]]:
@@ -190,7 +190,7 @@ def load_yaml_with_lines(text: str, source: str | Path) -> tuple[Any, dict[str, 
     except ConfigError as exc:
         raise ConfigError(str(exc).split(": ", 1)[-1], source=source, key=exc.key, line=exc.line) from exc
     finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+        loader.dispose()
     return data, lines
 
 
@@ -349,7 +349,8 @@ def _schema_error(exc: jsonschema.ValidationError) -> tuple[str, str]:
     path = _key(tuple(exc.absolute_path))
     message = exc.message
     if exc.validator == "additionalProperties" and isinstance(exc.instance, dict):
-        allowed = sorted(exc.schema.get("properties", {}))
+        schema = exc.schema if isinstance(exc.schema, dict) else {}
+        allowed = sorted(schema.get("properties", {}))
         extra = sorted(set(exc.instance) - set(allowed))
         if extra:
             path = _key((*exc.absolute_path, extra[0]))

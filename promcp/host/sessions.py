@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -376,7 +376,9 @@ class ServerPool:
                 command=cmd.command, args=list(cmd.args), env=server_env(cmd.env, self.home), cwd=cmd.cwd
             )
             try:
-                read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+                read, write = await stack.enter_async_context(
+                    stdio_client(params, errlog=cast(TextIO, errlog))
+                )
             except OSError as exc:
                 raise self._fail(
                     conn, Phase.SPAWN, start, "spawn_failed", f"cannot start {cmd.command}: {exc}", attempt
@@ -447,7 +449,7 @@ class ServerPool:
                 attrs=attrs,
             )
         conn.writer = _TimedWriteStream(write)
-        session = await stack.enter_async_context(ClientSession(read, conn.writer))  # type: ignore[arg-type]
+        session = await stack.enter_async_context(ClientSession(read, conn.writer))
         conn.session = session
 
         async def step(phase: Phase, method: str, fn: Callable[[], Any], timeout: float) -> Any:

@@ -188,7 +188,7 @@ class LlamaCppBackend(LLMBackend):
             raise ConfigError(f"unknown llama-cpp option(s): {', '.join(sorted(extra))}", key="llm.options")
         if model in (None, "", "smollm2-135m", "default"):
             path = default_model_path()
-            expected = sha256 or DEFAULT_MODEL_SHA256
+            expected: str | None = sha256 or DEFAULT_MODEL_SHA256
         else:
             path = Path(str(model)).expanduser()
             expected = sha256
@@ -343,7 +343,7 @@ class LlamaCppBackend(LLMBackend):
         key = json.dumps(schema, sort_keys=True)
         grammar = self._grammars.get(key)
         if grammar is None:
-            from llama_cpp import LlamaGrammar
+            from llama_cpp.llama_grammar import LlamaGrammar
 
             try:
                 with _quiet_stderr():
