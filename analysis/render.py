@@ -88,17 +88,28 @@ def _views(rep: Report, by: Sequence[str]) -> list[tuple[str, pd.DataFrame]]:
                 )
             )
         elif name == "init" and not table.empty and "spawn_ms_mean" in table:
-            view = table[[*by, "server", "transport", "sessions", "failures"]].copy()
-            for p in ("spawn", "ready", "initialize", "tools_discovery"):
-                view[f"{p} ms"] = [
+            tokenizers = sorted(set(table["tokenizer"]) - {"—"})
+            view = table[[*by, "server", "transport"]].copy()
+            view["sessions"] = [
+                f"{n}" if not f else f"{n} ({f} failed)"
+                for n, f in zip(table["sessions"], table["failures"], strict=True)
+            ]
+            labels = {
+                "spawn": "spawn ms",
+                "ready": "ready ms",
+                "initialize": "init ms",
+                "tools_discovery": "tools/list ms",
+            }
+            for p, label in labels.items():
+                view[label] = [
                     cell(m, s, None, 1)
                     for m, s in zip(table[f"{p}_ms_mean"], table[f"{p}_ms_std"], strict=True)
                 ]
             view["tools"] = table["tools"].map(lambda v: _num(v))
             view["schema tokens"] = table["schema_tokens"].map(lambda v: _num(v))
             view["schema bytes"] = table["schema_bytes"].map(lambda v: _num(v))
-            view["tokenizer"] = table["tokenizer"]
-            views.append((SECTIONS[name], view))
+            title = SECTIONS[name] + (f" — schema tokens under {', '.join(tokenizers)}" if tokenizers else "")
+            views.append((title, view))
         elif name == "origins" and not table.empty:
             view = table[[*by, "origin"]].copy()
             view["per call"] = table["per_call_mean"].map(lambda v: _num(v, 1))
@@ -109,7 +120,15 @@ def _views(rep: Report, by: Sequence[str]) -> list[tuple[str, pd.DataFrame]]:
         elif name == "resend" and not table.empty:
             view = table.copy()
             view["resent_share"] = view["resent_share"].map(lambda v: _num(v, 1))
-            views.append((SECTIONS[name], view.rename(columns={"resent_share": "resent %"})))
+            view = view.rename(
+                columns={
+                    "tokens_first": "first",
+                    "tokens_resent": "resent",
+                    "tokens_total": "total",
+                    "resent_share": "resent %",
+                }
+            )
+            views.append((SECTIONS[name] + " — tokens", view))
         elif name == "tokenizers" and not table.empty:
             view = table.copy()
             for c, digits in (
@@ -136,9 +155,19 @@ def _header(rep: Report) -> str:
     return f"{rep.events:,} events · {rep.runs} run(s) · {rep.tasks} task(s)"
 
 
+def _fold_constant_keys(title: str, view: pd.DataFrame, by: Sequence[str]) -> tuple[str, pd.DataFrame]:
+    """A grouping column with one value in the whole table moves into the title (saves terminal width)."""
+    for key in by:
+        if key in view.columns and len(view) and view[key].nunique(dropna=False) == 1:
+            title = f"{title} [{key}: {view[key].iloc[0]}]"
+            view = view.drop(columns=[key])
+    return title, view
+
+
 def to_rich(rep: Report, by: Sequence[str], console: Console) -> None:
     console.print(f"[bold]promcp report[/] — {_header(rep)}")
     for title, view in _views(rep, by):
+        title, view = _fold_constant_keys(title, view, by)
         if view.empty:
             console.print(f"[dim]{title}: no data[/]")
             continue

@@ -189,7 +189,7 @@ def _stats(
                     **dict(zip(by, key, strict=True)),
                     item_name: item,
                     f"{value}_mean": mean,
-                    f"{value}_std": col.std(ddof=1) if n > 1 else (0.0 if n == 1 else np.nan),
+                    f"{value}_std": col.std(ddof=1) if n > 1 else np.nan,  # undefined for a single task
                     f"{value}_share": (100.0 * mean / total_mean)
                     if total_mean and not np.isnan(total_mean)
                     else np.nan,
@@ -320,7 +320,7 @@ def session_init(events: Events, by: Sequence[str] = ("topology", "server", "tra
         for p in INIT_PHASES:
             lat = part.loc[part["phase"] == p, "latency"]
             row[f"{p}_ms_mean"] = lat.mean()
-            row[f"{p}_ms_std"] = lat.std(ddof=1) if lat.count() > 1 else (0.0 if lat.count() else np.nan)
+            row[f"{p}_ms_std"] = lat.std(ddof=1) if lat.count() > 1 else np.nan
         disc = part[part["phase"] == "tools_discovery"]
         row["tools"] = disc["tools"].mean() if len(disc) else np.nan
         row["schema_tokens"] = disc["tokens"].mean() if len(disc) else np.nan
