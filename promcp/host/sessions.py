@@ -37,7 +37,7 @@ from promcp.events import Phase, Status, Transport
 from promcp.host import mcp_events
 from promcp.host.config import Command, Policy, ServerConfig
 from promcp.host.mcp_events import CallMeasure, Clock
-from promcp.recorder import Recorder
+from promcp.recorder import Recorder, scope
 from promcp.tokenizers import CachedTokenizer
 
 _TRANSPORTS = {"stdio": Transport.STDIO, "streamable_http": Transport.STREAMABLE_HTTP, "sse": Transport.SSE}
@@ -305,7 +305,9 @@ class ServerPool:
         conn = ServerConnection(cfg, _TRANSPORTS[cfg.transport])
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         errlog, log_path = self._log(cfg.name)
-        conn._task = asyncio.create_task(self._own(conn, ready, errlog, attempt), name=f"mcp-{cfg.name}")
+        # session events belong to no task (docs/accounting.md): the connection's task starts outside the task scope
+        with scope(task_id=None, round=None, tool_call_id=None, server=None, tool=None):
+            conn._task = asyncio.create_task(self._own(conn, ready, errlog, attempt), name=f"mcp-{cfg.name}")
         try:
             await ready
         except ServerError as exc:
