@@ -7,6 +7,7 @@ Every error promcp raises on purpose derives from :class:`PromcpError`, so calle
     ├── TraceError             a trace on disk is unusable
     │   ├── NotATraceError         the path holds no promcp journal or dataset
     │   ├── JournalError           a journal line is corrupt (names file and line)
+    │   ├── RunInProgressError     a journal is still being written by a live process
     │   └── SchemaVersionError     a file was written by a newer promcp schema
     ├── TokenizerError         an unknown tokenizer name, or a tokenizer file that fails to load or verify
     ├── ImportFormatError      an export file cannot be parsed (names file, conversation, offset)
@@ -65,6 +66,10 @@ class JournalError(TraceError):
         self.line = line
         loc = f"line {line}: " if line is not None else ""
         super().__init__(f"{loc}{message}", path=path)
+
+
+class RunInProgressError(TraceError):
+    """A journal is still locked by the process recording it; it is finalized when that run ends."""
 
 
 class SchemaVersionError(TraceError):

@@ -16,6 +16,8 @@ benchmarks), ``never``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import threading
 import time
@@ -82,6 +84,9 @@ class JournalWriter:
         self.fsync_interval_s = fsync_interval_s
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        # The writer holds an exclusive lock for as long as it records: readers (report, load) must not finalize
+        # a live run's journal. The kernel drops the lock when the process dies, so a killed run is recoverable.
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._lock = threading.Lock()
         self._last_sync = time.monotonic()
         self.lines = 0
@@ -189,6 +194,31 @@ def read_journal(path: Path, *, warn: bool = True) -> JournalContents:
         for problem in out.problems:
             warnings.warn(f"{path}: {problem}", PromcpWarning, stacklevel=2)
     return out
+
+
+@contextlib.contextmanager
+def claim(path: Path) -> Iterator[bool]:
+    """Try to take a journal's lock (no waiting): yields True when no live writer holds it, False otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def is_live(path: Path) -> bool:
+    """Whether a process is still recording into this journal."""
+    with claim(path) as free:
+        return not free and path.exists()
 
 
 def iter_journals(root: Path) -> Iterator[Path]:

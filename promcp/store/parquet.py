@@ -30,13 +30,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promcp._version import __version__
-from promcp.errors import NotATraceError, PromcpWarning, SchemaVersionError, TraceError
+from promcp.errors import NotATraceError, PromcpWarning, RunInProgressError, SchemaVersionError, TraceError
 from promcp.events import COLUMNS, SCHEMA_VERSION, Event
 from promcp.store.journal import (
     Blob,
     JournalHeader,
     _fsync_dir,
+    claim,
     is_journal,
+    is_live,
     iter_journals,
     read_journal,
 )
@@ -219,25 +221,40 @@ def finalize(journal: Path, *, keep_journal: bool = False) -> Path:
     Valid lines are kept and problems are reported as :class:`PromcpWarning`. The journal is removed only after
     the Parquet file is safely in place (``keep_journal`` keeps it).
     """
-    # Hundreds of thousands of small objects live at once here: the cyclic GC would rescan them over and over
-    # (measured: 2.5x slower). None of them form cycles, so pause it for the duration.
-    with _gc_paused():
-        contents = read_journal(journal)
-        root = dataset_root_of_journal(journal)
-        dest = write_run(
-            root, contents.header, contents.events, contents.blobs.values(), journal_lines=contents.lines
-        )
-        del contents
-    if not keep_journal:
-        journal.unlink()
-        _fsync_dir(journal.parent)
+    with claim(journal) as free:
+        if not free:
+            if not journal.exists():  # finalized meanwhile by someone else: that run file is the answer
+                done = _finalized_run_file(journal)
+                if done is not None:
+                    return done
+                raise TraceError("journal disappeared before it was finalized", path=journal)
+            raise RunInProgressError("a process is still recording this run", path=journal)
+        # Hundreds of thousands of small objects live at once here: the cyclic GC would rescan them over and
+        # over (measured: 2.5x slower). None of them form cycles, so pause it for the duration.
+        with _gc_paused():
+            contents = read_journal(journal)
+            root = dataset_root_of_journal(journal)
+            dest = write_run(
+                root, contents.header, contents.events, contents.blobs.values(), journal_lines=contents.lines
+            )
+            del contents
+        if not keep_journal:
+            journal.unlink()
+            _fsync_dir(journal.parent)
     return dest
+
+
+def _finalized_run_file(journal: Path) -> Path | None:
+    """The run file of a journal that no longer exists, found by run id under the dataset root."""
+    root = dataset_root_of_journal(journal)
+    matches = list(root.glob(f"topology=*/run_id={journal.stem}/{EVENTS_FILE}"))
+    return matches[0] if matches else None
 
 
 def finalize_pending(root: Path) -> list[Path]:
     """Finalize every journal left under dataset ``root`` (a run still writing would be finalized too: only call
     this on datasets no live process is writing)."""
-    return [finalize(j) for j in iter_journals(root)]
+    return [finalize(j) for j in iter_journals(root) if not is_live(j)]
 
 
 @dataclass
@@ -295,6 +312,8 @@ def discover(path: Path, *, finalize_journals: bool = True) -> list[RunFile]:
             for journal in iter_journals(path):
                 try:
                     finalize(journal)
+                except RunInProgressError as exc:
+                    warnings.warn(f"{exc}; its events are not included yet", PromcpWarning, stacklevel=2)
                 except TraceError as exc:
                     warnings.warn(f"{exc}; journal left in place", PromcpWarning, stacklevel=2)
         candidates = sorted(p for p in path.rglob("*.parquet") if not _hidden(p.relative_to(path)))

@@ -186,3 +186,27 @@ def test_journal_header_is_json_with_schema_version(tmp_path: Path) -> None:
     rec.close(finalize_run=False)
     header = json.loads((tmp_path / JOURNAL_DIR / "hdr.jsonl").read_text().splitlines()[0])
     assert header["schema_version"] == 1 and header["meta"] == {"benchmark_file": "b.yaml"}
+
+
+def test_readers_never_finalize_a_run_still_recording(tmp_path: Path) -> None:
+    with Recorder(tmp_path, run_id="done") as rec:
+        rec.emit(_s3(1))
+    live = Recorder(tmp_path, run_id="live")
+    live.emit(_s3(2))
+    with pytest.warns(PromcpWarning, match=r"live\.jsonl: a process is still recording"):
+        df = pa_.load(tmp_path)
+    assert list(df["run_id"].astype(str)) == ["done"]
+    assert live.journal_path.exists(), "the live journal is left alone"
+    live.emit(_s3(3))  # and the live run goes on recording
+    live.close()
+    df = pa_.load(tmp_path)
+    assert sorted(df["run_id"].astype(str)) == ["done", "live", "live"]
+
+
+def test_a_journal_path_of_a_live_run_is_a_clear_error(tmp_path: Path) -> None:
+    from promcp.errors import RunInProgressError
+
+    with Recorder(tmp_path, run_id="busy") as rec:
+        rec.emit(_s3(1))
+        with pytest.raises(RunInProgressError, match=r"busy\.jsonl: a process is still recording"):
+            pa_.load(rec.journal_path)
