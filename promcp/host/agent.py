@@ -21,6 +21,7 @@ from promcp.errors import LLMError, ServerError
 from promcp.events import Event, Origin, Part, Stage, Status, TimingQuality, TokenSource
 from promcp.host import mcp_events
 from promcp.host.config import Policy, TaskConfig
+from promcp.host.llm._http import arguments_are_valid_json
 from promcp.host.llm.base import (
     LLMBackend,
     Message,
@@ -373,6 +374,13 @@ class Agent:
                 None,
                 "unknown_tool",
                 f"Error: unknown tool {call.name!r}. Available tools: {', '.join(specs)}",
+            )
+        if not arguments_are_valid_json(call.raw_arguments):
+            return self._invalid(
+                call,
+                spec,
+                "invalid_arguments",
+                f"Error: the arguments of {call.name} are not a JSON object: {call.raw_arguments[:200]!r}",
             )
         errors = sorted(self._validator(spec).iter_errors(call.arguments), key=lambda e: list(e.path))
         if errors:

@@ -1,0 +1,164 @@
+"""``promcp run --topology c-cust`` with network backends, against stub LLM servers and a real MCP server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import promcp.analysis as pa
+from tests.stubs.llm_http import StubServer, anthropic_agent, ollama_agent, openai_agent
+
+BENCH = """
+name: cloud-smoke
+llm:
+  backend: anthropic
+  model: claude-sonnet-4-5
+servers:
+  echo:
+    command: python
+    args: [-m, promcp.servers.echo]
+tasks:
+  - id: echo-once
+    prompt: "Echo the word hello back to me."
+    servers: [echo]
+    expected_tools: ["echo:echo"]
+"""
+
+
+@pytest.mark.servers
+def test_c_cust_anthropic_records_provider_usage(tmp_path: Path) -> None:
+    bench = tmp_path / "bench.yaml"
+    bench.write_text(BENCH)
+    out = tmp_path / "out"
+    with StubServer(anthropic_agent) as stub:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "promcp.cli",
+                "run",
+                "--topology",
+                "c-cust",
+                "--base-url",
+                stub.url,
+                "--out",
+                str(out),
+                str(bench),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-key", "COLUMNS": "120"},
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(stub.requests) == 2, "one call that uses the tool, one that answers"
+    assert "sk-ant-test-key" not in proc.stdout + proc.stderr
+    df = pa.load(out)
+    assert set(df["topology"].astype(str)) == {"c-cust"}
+    stages = list(df.loc[df["task_id"].notna(), "stage"].astype(str))
+    assert stages == ["S1", "S2", "S3", "S4", "S5", "S6"]
+    llm = df[df["stage"].astype(str).isin(["S1", "S2", "S5", "S6"])]
+    assert set(llm["token_source"].astype(str)) == {"provider"}
+    assert set(llm["provider"].astype(str)) == {"anthropic"}
+    s1 = df[df["stage"].astype(str) == "S1"].iloc[0]
+    # the stub reports 472 input tokens + 200 cache writes: provider usage is ground truth
+    assert s1["tokens_in"] == 472 + 200
+    origins = ["in_system", "in_schemas", "in_user", "in_history", "in_tool_results"]
+    assert sum(int(s1[c]) for c in origins) == s1["tokens_in"], "origins are scaled to the provider total"
+    assert '"tokens_in_estimate"' in s1["attrs"] and '"cache_write_tokens":200' in s1["attrs"].replace(
+        " ", ""
+    )
+    assert s1["tokenizer"] == "approx:claude"
+    s6 = df[df["stage"].astype(str) == "S6"].iloc[0]
+    assert s6["tokens_out"] == 41
+    s4 = df[df["stage"].astype(str) == "S4"].iloc[0]
+    assert s4["server"] == "echo" and s4["status"] == "ok" and s4["footprint_tokens"] > 0
+    assert df[df["stage"].astype(str) == "S2"].iloc[0]["tool_call_id"] == s4["tool_call_id"]
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize(
+    ("backend", "replier", "tokens_in"), [("openai", openai_agent, 412), ("ollama", ollama_agent, 301)]
+)
+def test_c_cust_openai_compatible_and_ollama(
+    tmp_path: Path, backend: str, replier: object, tokens_in: int
+) -> None:
+    bench = tmp_path / "bench.yaml"
+    bench.write_text(
+        BENCH.replace("backend: anthropic", f"backend: {backend}").replace(
+            "model: claude-sonnet-4-5", "model: gpt-4o-mini" if backend == "openai" else "model: qwen2.5:7b"
+        )
+    )
+    out = tmp_path / "out"
+    with StubServer(replier) as stub:  # type: ignore[arg-type]
+        base = stub.url + ("/v1" if backend == "openai" else "")
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "promcp.cli",
+                "run",
+                "--topology",
+                "c-cust",
+                "--base-url",
+                base,
+                "--out",
+                str(out),
+                str(bench),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = pa.load(out)
+    assert list(df.loc[df["task_id"].notna(), "stage"].astype(str)) == ["S1", "S2", "S3", "S4", "S5", "S6"]
+    s1 = df[df["stage"].astype(str) == "S1"].iloc[0]
+    assert s1["token_source"] == "provider" and s1["tokens_in"] == tokens_in
+    if backend == "ollama":  # Ollama reports prefill time: the input event has exact latency
+        assert s1["latency_ms"] == pytest.approx(640.0) and s1["timing_quality"] == "exact"
+    else:
+        assert pd.isna(s1["latency_ms"]) and s1["timing_quality"] == "none"
+
+
+@pytest.mark.servers
+def test_invalid_json_arguments_are_answered_with_an_error(tmp_path: Path) -> None:
+    """A model that emits broken JSON arguments gets an error message back, as a real client does."""
+    from tests.stubs.llm_http import Reply, openai_text, openai_tool_call
+
+    replies = [Reply(200, openai_tool_call("echo", '{"text": "hel')), Reply(200, openai_text("Sorry."))]
+    bench = tmp_path / "bench.yaml"
+    bench.write_text(
+        BENCH.replace("backend: anthropic", "backend: openai").replace("claude-sonnet-4-5", "gpt-4o")
+    )
+    out = tmp_path / "out"
+    with StubServer(replies) as stub:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "promcp.cli",
+                "run",
+                "--topology",
+                "c-cust",
+                "--base-url",
+                stub.url + "/v1",
+                "--out",
+                str(out),
+                str(bench),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    second = stub.requests[1].body["messages"][-1]
+    assert second["role"] == "tool" and "not a JSON object" in second["content"]
+    df = pa.load(out)
+    s3 = df[df["stage"].astype(str) == "S3"].iloc[0]
+    assert s3["status"] == "error" and s3["error_type"] == "invalid_arguments"
