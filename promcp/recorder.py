@@ -117,7 +117,7 @@ class Recorder:
         run_id: str | None = None,
         benchmark: str | None = None,
         meta: dict[str, Any] | None = None,
-        fsync: FsyncPolicy = "always",
+        fsync: FsyncPolicy = "group",
         capture_content: bool = True,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
     ) -> None:

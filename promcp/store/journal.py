@@ -9,9 +9,14 @@ Layout of one journal (``<dataset>/_journal/<run_id>.jsonl``)::
 
 Every line is written with a single ``os.write`` on an ``O_APPEND`` descriptor, so a line that was written is in the
 kernel before the next event starts: a SIGKILL loses at most the line in flight, which a reader recognises as a
-partial last line and drops with a warning. ``fsync`` policy: ``always`` (every line reaches the disk before
-``append`` returns: survives power loss), ``interval`` (at most every ``fsync_interval_s``; for bulk imports and
-benchmarks), ``never``.
+partial last line and drops with a warning. ``fsync`` policy (what survives a power loss or kernel crash, not just a
+killed process):
+
+* ``group`` (default) — a syncer thread fsyncs right after each write, covering every line written meanwhile
+  (group commit): the recording thread never waits for the disk, and a line reaches it a fraction of a millisecond
+  later (``fsync`` takes ~0.25 ms here, 4 per tool round: that was most of the host's own overhead);
+* ``always`` — every line is on disk before ``append`` returns;
+* ``interval`` — at most every ``fsync_interval_s`` (bulk imports, benchmarks); ``never`` — left to the OS.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import msgspec
 from promcp.errors import JournalError, PromcpWarning, SchemaVersionError
 from promcp.events import SCHEMA_VERSION, Event, decode_event, encode_event
 
-FsyncPolicy = Literal["always", "interval", "never"]
+FsyncPolicy = Literal["group", "always", "interval", "never"]
 
 JOURNAL_DIR = "_journal"
 JOURNAL_SUFFIX = ".jsonl"
@@ -73,11 +78,11 @@ class JournalWriter:
         path: Path,
         header: JournalHeader,
         *,
-        fsync: FsyncPolicy = "always",
+        fsync: FsyncPolicy = "group",
         fsync_interval_s: float = 0.2,
     ) -> None:
-        if fsync not in ("always", "interval", "never"):
-            raise ValueError(f"fsync policy must be always, interval or never, not {fsync!r}")
+        if fsync not in ("group", "always", "interval", "never"):
+            raise ValueError(f"fsync policy must be group, always, interval or never, not {fsync!r}")
         self.path = path
         self.header = header
         self.fsync = fsync
@@ -90,8 +95,30 @@ class JournalWriter:
         self._lock = threading.Lock()
         self._last_sync = time.monotonic()
         self.lines = 0
+        self._dirty = threading.Condition()
+        self._pending = False
+        self._stopping = False
+        self._syncer: threading.Thread | None = None
+        if fsync == "group":
+            self._syncer = threading.Thread(
+                target=self._sync_loop, name=f"promcp-fsync-{path.stem}", daemon=True
+            )
+            self._syncer.start()
         self._write(msgspec.json.encode(header))
         _fsync_dir(path.parent)
+
+    def _sync_loop(self) -> None:
+        while True:
+            with self._dirty:
+                while not self._pending and not self._stopping:
+                    self._dirty.wait()
+                if not self._pending and self._stopping:
+                    return
+                self._pending = False
+            fd = self._fd
+            if fd is not None:
+                with contextlib.suppress(OSError):  # closed meanwhile: close() syncs itself
+                    os.fsync(fd)
 
     def append(self, event: Event) -> None:
         self._write(encode_event(event))
@@ -109,7 +136,11 @@ class JournalWriter:
                 written = os.write(self._fd, view)
                 view = view[written:]
             self.lines += 1
-            if self.fsync == "always":
+            if self._syncer is not None:
+                with self._dirty:
+                    self._pending = True
+                    self._dirty.notify()
+            elif self.fsync == "always":
                 os.fsync(self._fd)
             elif self.fsync == "interval":
                 now = time.monotonic()
@@ -123,6 +154,12 @@ class JournalWriter:
                 os.fsync(self._fd)
 
     def close(self) -> None:
+        if self._syncer is not None:
+            with self._dirty:
+                self._stopping = True
+                self._dirty.notify()
+            self._syncer.join()
+            self._syncer = None
         with self._lock:
             if self._fd is not None:
                 os.fsync(self._fd)

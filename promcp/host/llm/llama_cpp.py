@@ -203,6 +203,7 @@ class LlamaCppBackend(LLMBackend):
         self.timeout_s = timeout_s
         meta_ctx = DEFAULT_N_CTX
         self._llm = _load(path, context_window or meta_ctx, n_threads, seed)
+        self._segments_memo: tuple[str, tuple[str, list[tuple[Origin, str, str]]]] | None = None
         train_ctx = int(
             self._llm.metadata.get(
                 f"{self._llm.metadata.get('general.architecture', 'llama')}.context_length", 0
@@ -280,6 +281,9 @@ class LlamaCppBackend(LLMBackend):
     ) -> tuple[str, list[tuple[Origin, str, str]]]:
         """The full prompt and its split into (origin, key, text) segments whose concatenation is the prompt."""
         dicts = self._chat_dicts(messages, tools)
+        memo_key = json.dumps(dicts, sort_keys=True, ensure_ascii=False)
+        if self._segments_memo is not None and self._segments_memo[0] == memo_key:
+            return self._segments_memo[1]  # the host counted this prompt just before sending it
         full = self._render(dicts, True)
         msgs = list(messages)
         if not msgs or msgs[0].role != "system":
@@ -287,9 +291,11 @@ class LlamaCppBackend(LLMBackend):
         segments: list[tuple[Origin, str, str]] = []
         prev = 0
         for i in range(1, len(dicts) + 1):
-            end = len(self._render(dicts[:i], False)) if i < len(dicts) else len(full)
-            if not full.startswith(self._render(dicts[:i], False)) and i < len(dicts):
-                end = prev  # template not prefix-stable: the rest goes to the last message
+            if i < len(dicts):
+                prefix = self._render(dicts[:i], False)  # one template render per message boundary
+                end = len(prefix) if full.startswith(prefix) else prev  # not prefix-stable: rest goes last
+            else:
+                end = len(full)
             text = full[prev:end]
             m = msgs[i - 1]
             key = m.key or ("system" if i == 1 else f"msg:{i - 1}")
@@ -298,6 +304,7 @@ class LlamaCppBackend(LLMBackend):
             else:
                 segments.append((m.origin, key, text))
             prev = end
+        self._segments_memo = (memo_key, (full, segments))
         return full, segments
 
     def _split_system(
