@@ -96,6 +96,7 @@ class Agent:
         self.system_prompt = system_prompt
         self.progress = progress or (lambda _k, _d: None)
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._prompt_hash: str | None = None
 
     async def run(self, task: TaskConfig) -> TaskResult:
         result = TaskResult(task.id)
@@ -135,7 +136,7 @@ class Agent:
             Message("system", task.system_prompt or self.system_prompt, origin=Origin.SYSTEM, key="system"),
             Message("user", task.prompt, origin=Origin.USER, key="prompt"),
         ]
-        self.rec.put_text("prompt", task.prompt)
+        self._prompt_hash = self.rec.put_text("prompt", task.prompt)
         max_rounds = task.max_rounds or self.policy.max_rounds
         called_any = False
         for rnd in range(1, max_rounds + 1):
@@ -277,6 +278,8 @@ class Agent:
     ) -> None:
         usage = response.usage
         attrs_in: dict[str, Any] = {"n_tools": len(tools)}
+        if stage_in is Stage.S1:
+            attrs_in["content"] = self._prompt_hash  # the task prompt, captured (what-if routes on it)
         if retries:
             attrs_in.update({"attempts": len(retries) + 1, "retry_errors": retries})
         token_source = usage.source if usage.input_tokens is not None else self.backend.tokenizer.source

@@ -90,11 +90,13 @@ def discovery_event(
     """INIT tools_discovery; ``tools`` = (name, text as rendered into the prompt). Tokens counted off the hot path."""
 
     def build() -> Event:
-        per_tool: dict[str, dict[str, int]] = {}
+        per_tool: dict[str, dict[str, Any]] = {}
         for name, text in tools:
-            per_tool[name] = {"tokens": tokenizer.count(text), "bytes": len(text.encode())}
-        for _name, text in tools:
-            rec.put_text("schema", text)
+            per_tool[name] = {
+                "tokens": tokenizer.count(text),
+                "bytes": len(text.encode()),
+                "content": rec.put_text("schema", text),  # hash of the captured schema text
+            }
         return Event(
             stage=Stage.INIT,
             phase=Phase.TOOLS_DISCOVERY,
