@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from promcp.analysis.report import SECTIONS, Report
@@ -171,7 +172,8 @@ def to_rich(rep: Report, by: Sequence[str], console: Console) -> None:
         if view.empty:
             console.print(f"[dim]{title}: no data[/]")
             continue
-        table = Table(title=title, title_justify="left", show_lines=False, header_style="bold")
+        console.print(f"[bold]{escape(title)}[/]")  # a line of its own: a title inside a narrow table wraps
+        table = Table(show_lines=False, header_style="bold")
         for i, col in enumerate(view.columns):
             numeric = pd.api.types.is_numeric_dtype(view[col]) or _looks_numeric(view[col])
             table.add_column(str(col), justify="right" if numeric and i > 0 else "left", no_wrap=i == 0)
