@@ -383,7 +383,7 @@ class Agent:
                 call,
                 spec,
                 "invalid_arguments",
-                f"Error: the arguments of {call.name} are not a JSON object: {call.raw_arguments[:200]!r}",
+                f"Error: the arguments of {call.name} are not a JSON object: {(call.raw_arguments or '')[:200]!r}",
             )
         errors = sorted(self._validator(spec).iter_errors(call.arguments), key=lambda e: list(e.path))
         if errors:
