@@ -6,15 +6,15 @@ import atexit
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from promcp.errors import TokenizerError
 from promcp.tokenizers._base import BaseTokenizer, clean_text
 
 
 @contextlib.contextmanager
-def _quiet_stderr() -> Any:
+def quiet_stderr() -> Iterator[None]:
     """llama.cpp prints model metadata on fd 2 even with verbose=False in some builds; keep it off the terminal."""
     try:
         fd = os.dup(2)
@@ -42,7 +42,7 @@ class GGUFTokenizer(BaseTokenizer):
                 "counting with a GGUF vocabulary needs llama-cpp-python: pip install 'promcp[local]'"
             ) from exc
         try:
-            with _quiet_stderr():
+            with quiet_stderr():
                 self._llama = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
         except Exception as exc:  # llama.cpp raises ValueError/RuntimeError on a bad file
             raise TokenizerError(f"cannot load the vocabulary of {path}: {exc}") from exc

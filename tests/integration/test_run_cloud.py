@@ -30,31 +30,35 @@ tasks:
 """
 
 
+def _run(bench: Path, base_url: str, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "promcp.cli",
+            "run",
+            "--topology",
+            "c-cust",
+            "--base-url",
+            base_url,
+            "--out",
+            str(out),
+            str(bench),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
+
+
 @pytest.mark.servers
 def test_c_cust_anthropic_records_provider_usage(tmp_path: Path) -> None:
     bench = tmp_path / "bench.yaml"
     bench.write_text(BENCH)
     out = tmp_path / "out"
     with StubServer(anthropic_agent) as stub:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "promcp.cli",
-                "run",
-                "--topology",
-                "c-cust",
-                "--base-url",
-                stub.url,
-                "--out",
-                str(out),
-                str(bench),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-key", "COLUMNS": "120"},
-        )
+        proc = _run(bench, stub.url, out, ANTHROPIC_API_KEY="sk-ant-test-key", COLUMNS="120")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(stub.requests) == 2, "one call that uses the tool, one that answers"
     assert "sk-ant-test-key" not in proc.stdout + proc.stderr
@@ -97,24 +101,7 @@ def test_c_cust_openai_compatible_and_ollama(
     out = tmp_path / "out"
     with StubServer(replier) as stub:  # type: ignore[arg-type]
         base = stub.url + ("/v1" if backend == "openai" else "")
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "promcp.cli",
-                "run",
-                "--topology",
-                "c-cust",
-                "--base-url",
-                base,
-                "--out",
-                str(out),
-                str(bench),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        proc = _run(bench, base, out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = pa.load(out)
     assert list(df.loc[df["task_id"].notna(), "stage"].astype(str)) == ["S1", "S2", "S3", "S4", "S5", "S6"]
@@ -138,24 +125,7 @@ def test_invalid_json_arguments_are_answered_with_an_error(tmp_path: Path) -> No
     )
     out = tmp_path / "out"
     with StubServer(replies) as stub:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "promcp.cli",
-                "run",
-                "--topology",
-                "c-cust",
-                "--base-url",
-                stub.url + "/v1",
-                "--out",
-                str(out),
-                str(bench),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        proc = _run(bench, stub.url + "/v1", out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     second = stub.requests[1].body["messages"][-1]
     assert second["role"] == "tool" and "not a JSON object" in second["content"]

@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import httpx2 as httpx
 
+from promcp import tokenizers
 from promcp.errors import ConfigError, LLMError
+from promcp.host.llm.base import ToolCall, ToolSpec
+from promcp.tokenizers import CachedTokenizer
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -72,10 +76,32 @@ class HttpBackendMixin:
     """A pooled ``httpx2.AsyncClient`` and a JSON POST that maps failures onto :class:`LLMError`."""
 
     provider: str
+    model: str
+    tokenizer: CachedTokenizer
+    context_window: int | None
     _client: httpx.AsyncClient | None = None
     _base_url: str
     _headers: dict[str, str]
     _timeout_s: float
+
+    def _setup_http(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        headers: dict[str, str],
+        timeout_s: float | None,
+        tokenizer: str | None,
+        default_tokenizer: str,
+        context_window: int | None,
+    ) -> None:
+        """The attributes every network backend sets (see the LLMBackend contract)."""
+        self.model = model
+        self._base_url = base_url.rstrip("/")
+        self._headers = {"content-type": "application/json", **headers}
+        self._timeout_s = timeout_s or DEFAULT_TIMEOUT_S
+        self.tokenizer = tokenizers.get(tokenizer or default_tokenizer)
+        self.context_window = context_window
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -122,6 +148,34 @@ class HttpBackendMixin:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+def function_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tools in the ``{"type": "function", "function": {...}}`` shape shared by OpenAI and Ollama."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+        }
+        for t in tools
+    ]
+
+
+def function_calls(message: dict[str, Any], provider: str) -> list[ToolCall]:
+    """The ``tool_calls`` of an OpenAI- or Ollama-shaped assistant message (ids numbered when absent)."""
+    calls = []
+    for i, c in enumerate(message.get("tool_calls") or []):
+        fn = need(c, "function", provider)
+        args, raw = parse_arguments(fn.get("arguments", ""))
+        calls.append(
+            ToolCall(
+                id=c.get("id") or f"call_{i}",
+                name=need(fn, "name", provider),
+                arguments=args,
+                raw_arguments=raw,
+            )
+        )
+    return calls
 
 
 def need(doc: Any, path: str, provider: str) -> Any:

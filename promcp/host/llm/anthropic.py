@@ -16,9 +16,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from promcp import tokenizers
 from promcp.events import TokenSource
-from promcp.host.llm._http import DEFAULT_TIMEOUT_S, HttpBackendMixin, api_key, need, reject_unknown
+from promcp.host.llm._http import HttpBackendMixin, api_key, need, reject_unknown
 from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolCall, ToolSpec, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -45,18 +44,16 @@ class AnthropicBackend(HttpBackendMixin, LLMBackend):
         **extra: Any,
     ) -> None:
         reject_unknown("anthropic", extra)
-        self.model = model or DEFAULT_MODEL
-        self._base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        key = _api_key(api_key)
-        self._headers = {
-            "content-type": "application/json",
-            "anthropic-version": API_VERSION,
-            "x-api-key": key,
-        }
-        self._timeout_s = timeout_s or DEFAULT_TIMEOUT_S
+        self._setup_http(
+            model=model or DEFAULT_MODEL,
+            base_url=base_url or DEFAULT_BASE_URL,
+            headers={"anthropic-version": API_VERSION, "x-api-key": _api_key(api_key)},
+            timeout_s=timeout_s,
+            tokenizer=tokenizer,
+            default_tokenizer="approx:claude",
+            context_window=context_window or DEFAULT_CONTEXT,
+        )
         self.provider = "anthropic"
-        self.tokenizer = tokenizers.get(tokenizer or "approx:claude")
-        self.context_window = context_window or DEFAULT_CONTEXT
 
     def payload(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], sampling: Sampling

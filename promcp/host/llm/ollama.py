@@ -16,8 +16,8 @@ from typing import Any
 
 from promcp import tokenizers
 from promcp.events import TokenSource
-from promcp.host.llm._http import DEFAULT_TIMEOUT_S, HttpBackendMixin, need, parse_arguments, reject_unknown
-from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolCall, ToolSpec, Usage
+from promcp.host.llm._http import HttpBackendMixin, function_calls, function_tools, need, reject_unknown
+from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolSpec, Usage
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434"
 DEFAULT_MODEL = "qwen2.5:7b"
@@ -39,16 +39,17 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
         **extra: Any,
     ) -> None:
         reject_unknown("ollama", extra)
-        self.model = model or DEFAULT_MODEL
-        self._base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        self._headers = {"content-type": "application/json"} | (
-            {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self._setup_http(
+            model=model or DEFAULT_MODEL,
+            base_url=base_url or DEFAULT_BASE_URL,
+            headers={"authorization": f"Bearer {api_key}"} if api_key else {},
+            timeout_s=timeout_s,
+            tokenizer=tokenizer,
+            default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default="o200k_base"),
+            context_window=context_window,
         )
-        self._timeout_s = timeout_s or DEFAULT_TIMEOUT_S
         self._keep_alive = keep_alive
         self.provider = "ollama"
-        self.tokenizer = tokenizers.get(tokenizer or tokenizers.for_model(self.model, default="o200k_base"))
-        self.context_window = context_window
 
     def payload(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], sampling: Sampling
@@ -69,13 +70,7 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
             "options": options,
         }
         if tools and sampling.tool_choice != "none":
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-                }
-                for t in tools
-            ]
+            body["tools"] = function_tools(tools)
         if self._keep_alive is not None:
             body["keep_alive"] = self._keep_alive
         return body
@@ -89,18 +84,7 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
 
             raise LLMError(f"ollama: {doc['error']}", error_type="server_error")
         message = need(doc, "message", self.provider)
-        calls = []
-        for i, c in enumerate(message.get("tool_calls") or []):
-            fn = need(c, "function", self.provider)
-            args, raw = parse_arguments(fn.get("arguments", {}))
-            calls.append(
-                ToolCall(
-                    id=c.get("id") or f"call_{i}",
-                    name=need(fn, "name", self.provider),
-                    arguments=args,
-                    raw_arguments=raw,
-                )
-            )
+        calls = function_calls(message, self.provider)
         prompt_ns = doc.get("prompt_eval_duration")
         eval_ns = doc.get("eval_duration")
         has_usage = doc.get("prompt_eval_count") is not None

@@ -16,15 +16,9 @@ from urllib.parse import urlsplit
 
 from promcp import tokenizers
 from promcp.events import TokenSource
-from promcp.host.llm._http import (
-    DEFAULT_TIMEOUT_S,
-    HttpBackendMixin,
-    api_key,
-    need,
-    parse_arguments,
-    reject_unknown,
-)
-from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolCall, ToolSpec, Usage
+from promcp.host.llm._http import HttpBackendMixin, function_calls, function_tools, need, reject_unknown
+from promcp.host.llm._http import api_key as api_key_for
+from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolSpec, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -50,18 +44,20 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
         **extra: Any,
     ) -> None:
         reject_unknown("openai", extra)
-        self.model = model or DEFAULT_MODEL
-        self._base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        key = _key(api_key, self._base_url)
-        self._headers = {"content-type": "application/json"} | (
-            {"authorization": f"Bearer {key}"} if key else {}
+        url = base_url or DEFAULT_BASE_URL
+        key = api_key_for(api_key, "OPENAI_API_KEY", "openai", required=not _is_local(url))
+        self._setup_http(
+            model=model or DEFAULT_MODEL,
+            base_url=url,
+            headers={"authorization": f"Bearer {key}"} if key else {},
+            timeout_s=timeout_s,
+            tokenizer=tokenizer,
+            default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default="o200k_base"),
+            context_window=context_window,
         )
-        self._timeout_s = timeout_s or DEFAULT_TIMEOUT_S
         self._max_tokens_field = max_tokens_field
         host = urlsplit(self._base_url).hostname or "openai"
         self.provider = "openai" if host == "api.openai.com" else host
-        self.tokenizer = tokenizers.get(tokenizer or tokenizers.for_model(self.model, default="o200k_base"))
-        self.context_window = context_window
 
     def payload(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], sampling: Sampling
@@ -74,13 +70,7 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
             "stream": False,
         }
         if tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-                }
-                for t in tools
-            ]
+            body["tools"] = function_tools(tools)
             body["tool_choice"] = sampling.tool_choice
         if sampling.top_p is not None:
             body["top_p"] = sampling.top_p
@@ -97,18 +87,7 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
             "/chat/completions", self.payload(messages, tools, sampling)
         )
         message = need(doc, "choices.0.message", self.provider)
-        calls = []
-        for i, c in enumerate(message.get("tool_calls") or []):
-            fn = need(c, "function", self.provider)
-            args, raw = parse_arguments(fn.get("arguments", ""))
-            calls.append(
-                ToolCall(
-                    id=c.get("id") or f"call_{i}",
-                    name=need(fn, "name", self.provider),
-                    arguments=args,
-                    raw_arguments=raw,
-                )
-            )
+        calls = function_calls(message, self.provider)
         usage = doc.get("usage") or {}
         cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
         has_usage = usage.get("prompt_tokens") is not None
@@ -128,10 +107,6 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
                 k: v for k, v in {"request_id": doc.get("id") or headers.get("x-request-id")}.items() if v
             },
         )
-
-
-def _key(explicit: str | None, base_url: str) -> str | None:
-    return api_key(explicit, "OPENAI_API_KEY", "openai", required=not _is_local(base_url))
 
 
 def _message(m: Message) -> dict[str, Any]:
