@@ -220,7 +220,9 @@ def phase_attribution(events: Events, by: Sequence[str] = ("topology",)) -> pd.D
     """Tokens and latency per phase (the paper's Tables 1 and 2): mean ± std over tasks and % share per group.
 
     Columns: ``*by, phase, tokens_mean, tokens_std, tokens_share, latency_ms_mean, latency_ms_std,
-    latency_ms_share, tasks``. ``phase`` runs over :data:`PHASES` and ``total``.
+    latency_ms_share, tasks``. ``phase`` runs over :data:`PHASES`, ``total`` (the token flow) and ``llm_billed``
+    (what an LLM provider bills: ``context + llm_plan + final_answer``; its latency is the time spent in LLM calls),
+    whose share is of the total.
     """
     columns = [
         "phase",
@@ -240,7 +242,45 @@ def phase_attribution(events: Events, by: Sequence[str] = ("topology",)) -> pd.D
     lat = per_task.rename(columns={f"latency_{p}": p for p in PHASES})
     t = _stats(tok, by, PHASES, "phase", "tokens")
     lt = _stats(lat, by, PHASES, "phase", "latency_ms").drop(columns=["tasks"])
-    return t.merge(lt, on=[*by, "phase"], how="left")[[*by, *columns]]
+    out = t.merge(lt, on=[*by, "phase"], how="left")
+    billed = [_billed_row(tok, lat, by, key) for key, _ in _groups(tok, by)]
+    out = pd.concat([out, pd.DataFrame(billed)], ignore_index=True)
+    order = {p: i for i, p in enumerate([*PHASES, "total", "llm_billed"])}
+    out = out.sort_values(
+        [*by, "phase"], key=lambda c: c.map(order) if c.name == "phase" else c, kind="stable"
+    )
+    return out.reset_index(drop=True)[[*by, *columns]]
+
+
+def _groups(frame: pd.DataFrame, by: list[str]) -> list[tuple[tuple[object, ...], pd.DataFrame]]:
+    if not by:
+        return [((), frame)]
+    return [
+        (key if isinstance(key, tuple) else (key,), part)
+        for key, part in frame.groupby(by, sort=True, dropna=False, observed=True)
+    ]
+
+
+def _billed_row(
+    tok: pd.DataFrame, lat: pd.DataFrame, by: list[str], key: tuple[object, ...]
+) -> dict[str, object]:
+    """The LLM-billed tokens of a group's tasks (context + llm_plan + final_answer), share of the token flow."""
+    mask = pd.Series(True, index=tok.index)
+    for col, value in zip(by, key, strict=True):
+        mask &= tok[col] == value
+    billed_cols = ["context", "llm_plan", "final_answer"]
+    row: dict[str, object] = {**dict(zip(by, key, strict=True)), "phase": "llm_billed"}
+    for name, frame in (("tokens", tok), ("latency_ms", lat)):
+        part = frame.loc[mask, list(PHASES)].astype("float64")
+        billed = part[billed_cols].sum(axis=1, min_count=1)
+        total_mean = part.sum(axis=1, min_count=1).mean()
+        n = int(billed.count())
+        row[f"{name}_mean"] = billed.mean()
+        row[f"{name}_std"] = billed.std(ddof=1) if n > 1 else np.nan
+        row[f"{name}_share"] = 100.0 * billed.mean() / total_mean if total_mean else np.nan
+        if name == "tokens":
+            row["tasks"] = n
+    return row
 
 
 def latency_segments(events: Events, by: Sequence[str] = ("topology",)) -> pd.DataFrame:

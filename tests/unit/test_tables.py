@@ -203,3 +203,14 @@ def test_grouping_by_a_task_attribute_never_splits_a_task(frame: pd.DataFrame) -
     assert table[table["phase"] == "total"]["tasks"].sum() == sent["task_id"].nunique()
     tool_call = table[table["phase"] == "tool_call"]
     assert (tool_call["tokens_mean"] > 0).all()
+
+
+def test_llm_billed_is_context_plus_plan_plus_answer(frame: pd.DataFrame) -> None:
+    hand = _hand_tokens(frame)
+    table = pa.phase_attribution(frame)
+    for topology, part in hand.groupby(level="topology"):
+        billed = table[(table["topology"] == topology) & (table["phase"] == "llm_billed")].iloc[0]
+        expected = part["context"] + part["llm_plan"] + part["final_answer"]
+        assert billed["tokens_mean"] == pytest.approx(expected.mean())
+        assert billed["tokens_share"] == pytest.approx(100 * expected.mean() / part["total"].mean())
+    assert list(table[table["topology"] == "l-cust"]["phase"]) == [*pa.PHASES, "total", "llm_billed"]
