@@ -10,6 +10,7 @@ Columns are grouped as in the design card: identity, stage, timing, who, tokens,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, Final
 
@@ -286,6 +287,25 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
         """All columns as plain Python values (enums as their string values, parts as lists)."""
         out: dict[str, Any] = msgspec.to_builtins(msgspec.structs.asdict(self))
         return out
+
+
+def scale_parts(parts: Sequence[Part], total: int) -> list[Part]:
+    """Scale part token counts so they sum to ``total`` (largest-remainder rounding; order kept)."""
+    local = sum(p.tokens for p in parts)
+    if local == total:
+        return list(parts)
+    if not parts:
+        return []
+    if local == 0:  # nothing counted locally: give everything to the first part
+        first = parts[0]
+        return [Part(first.origin, first.key, total), *(Part(p.origin, p.key, 0) for p in parts[1:])]
+    exact = [p.tokens * total / local for p in parts]
+    floors = [int(x) for x in exact]
+    left = total - sum(floors)
+    order = sorted(range(len(parts)), key=lambda i: (exact[i] - floors[i], -i), reverse=True)
+    for i in order[:left]:
+        floors[i] += 1
+    return [Part(p.origin, p.key, n) for p, n in zip(parts, floors, strict=True)]
 
 
 #: Column order of the Parquet files and of :func:`promcp.analysis.load`.

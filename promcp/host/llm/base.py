@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
 from promcp.errors import ConfigError, LLMError
-from promcp.events import Origin, Part, TokenSource
+from promcp.events import Origin, Part, TokenSource, scale_parts
 from promcp.tokenizers import CachedTokenizer
 
 __all__ = [
@@ -220,25 +220,6 @@ class LLMBackend(ABC):
         for i, m in enumerate(rest, start=1):
             parts.append(Part(m.origin, m.key or f"msg:{i}", count(self.render_message(m))))
         return parts
-
-
-def scale_parts(parts: Sequence[Part], total: int) -> list[Part]:
-    """Scale part token counts so they sum to ``total`` (largest-remainder rounding; order kept)."""
-    local = sum(p.tokens for p in parts)
-    if local == total:
-        return list(parts)
-    if not parts:
-        return []
-    if local == 0:  # nothing counted locally: give everything to the first part
-        first = parts[0]
-        return [Part(first.origin, first.key, total), *(Part(p.origin, p.key, 0) for p in parts[1:])]
-    exact = [p.tokens * total / local for p in parts]
-    floors = [int(x) for x in exact]
-    left = total - sum(floors)
-    order = sorted(range(len(parts)), key=lambda i: (exact[i] - floors[i], -i), reverse=True)
-    for i in order[:left]:
-        floors[i] += 1
-    return [Part(p.origin, p.key, n) for p, n in zip(parts, floors, strict=True)]
 
 
 # -- retries ----------------------------------------------------------------------------------------------------
