@@ -13,6 +13,7 @@ Every error promcp raises on purpose derives from :class:`PromcpError`, so calle
     ├── ImportFormatError      an export file cannot be parsed (names file, conversation, offset)
     ├── ServerError            an MCP server failed to start, crashed, hung or spoke garbage
     ├── LLMError               an LLM backend failed after its retries
+    │   └── LLMHTTPError           an LLM API answered with an HTTP error status (with its Retry-After hint)
     └── InstrumentationError   a hook target is missing from the installed mcp SDK
 
 Warnings about input that was partly usable (a skipped line, a skipped file) are :class:`PromcpWarning`.
@@ -102,6 +103,16 @@ class LLMError(PromcpError):
         self.error_type = error_type
         self.status_code = status_code
         super().__init__(message)
+
+
+class LLMHTTPError(LLMError):
+    """An LLM API answered with an HTTP error status; ``retry_after_s`` is its Retry-After hint (seconds), if any."""
+
+    def __init__(
+        self, message: str, *, error_type: str, status_code: int, retry_after_s: float | None = None
+    ) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message, error_type=error_type, status_code=status_code)
 
 
 class InstrumentationError(PromcpError):

@@ -16,8 +16,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from promcp.errors import LLMError
 from promcp.events import TokenSource
-from promcp.host.llm._http import HttpBackendMixin, api_key, need, reject_unknown
+from promcp.host.llm._http import (
+    HttpBackendMixin,
+    api_key,
+    need,
+    original_names,
+    reject_unknown,
+    restore_names,
+    wire_name,
+)
 from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolCall, ToolSpec, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -44,16 +53,22 @@ class AnthropicBackend(HttpBackendMixin, LLMBackend):
         **extra: Any,
     ) -> None:
         reject_unknown("anthropic", extra)
+        key = _api_key(api_key)
         self._setup_http(
             model=model or DEFAULT_MODEL,
             base_url=base_url or DEFAULT_BASE_URL,
-            headers={"anthropic-version": API_VERSION, "x-api-key": _api_key(api_key)},
+            headers={"anthropic-version": API_VERSION, "x-api-key": key},
             timeout_s=timeout_s,
             tokenizer=tokenizer,
             default_tokenizer="approx:claude",
             context_window=context_window or DEFAULT_CONTEXT,
+            secret=key,
         )
         self.provider = "anthropic"
+
+    def render_tool(self, tool: ToolSpec) -> str:
+        """A tool as the Messages API receives it (``input_schema``), for the local estimate."""
+        return json.dumps(_tool(tool), ensure_ascii=False, separators=(",", ":"))
 
     def payload(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], sampling: Sampling
@@ -68,9 +83,7 @@ class AnthropicBackend(HttpBackendMixin, LLMBackend):
         if system:
             body["system"] = system
         if tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools
-            ]
+            body["tools"] = [_tool(t) for t in tools]
             body["tool_choice"] = _TOOL_CHOICE.get(sampling.tool_choice, {"type": "auto"})
         if sampling.top_p is not None:
             body["top_p"] = sampling.top_p
@@ -85,30 +98,35 @@ class AnthropicBackend(HttpBackendMixin, LLMBackend):
             "/v1/messages", self.payload(messages, tools, sampling)
         )
         blocks = need(doc, "content", self.provider)
+        if not isinstance(blocks, list):
+            raise LLMError(
+                "anthropic: malformed response: 'content' is not a list", error_type="bad_response"
+            )
         texts, calls = [], []
-        for block in blocks:
-            kind = block.get("type")
+        for i, block in enumerate(blocks):
+            kind = need(doc, f"content.{i}.type", self.provider)
             if kind == "text":
-                texts.append(block.get("text", ""))
+                texts.append(str(block.get("text", "")))
             elif kind == "tool_use":
-                args = block.get("input")
+                args = need(doc, f"content.{i}.input", self.provider)
                 calls.append(
                     ToolCall(
-                        id=need(block, "id", self.provider),
-                        name=need(block, "name", self.provider),
+                        id=need(doc, f"content.{i}.id", self.provider),
+                        name=need(doc, f"content.{i}.name", self.provider),
                         arguments=args if isinstance(args, dict) else {},
                         raw_arguments=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
                     )
                 )
+            # other blocks (thinking, redacted_thinking, server tool results) carry no text or call for the host
         usage = need(doc, "usage", self.provider)
-        cache_read = int(usage.get("cache_read_input_tokens") or 0)
-        cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+        cache_read = _count(usage, "cache_read_input_tokens", required=False)
+        cache_write = _count(usage, "cache_creation_input_tokens", required=False)
         return Response(
             content="".join(texts) or None,
-            tool_calls=calls,
+            tool_calls=restore_names(calls, original_names(tools, messages)),
             usage=Usage(
-                input_tokens=int(need(usage, "input_tokens", self.provider)) + cache_read + cache_write,
-                output_tokens=int(need(usage, "output_tokens", self.provider)),
+                input_tokens=_count(usage, "input_tokens") + cache_read + cache_write,
+                output_tokens=_count(usage, "output_tokens"),
                 cache_read_tokens=cache_read,
                 cache_write_tokens=cache_write,
                 source=TokenSource.PROVIDER,
@@ -120,10 +138,27 @@ class AnthropicBackend(HttpBackendMixin, LLMBackend):
         )
 
 
+def _count(usage: Any, key: str, *, required: bool = True) -> int:
+    """A token count of the ``usage`` block (absent optional counts are 0), or LLMError naming the field."""
+    value = usage.get(key) if isinstance(usage, dict) else None
+    if value is None and not required:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise LLMError(
+            f"anthropic: malformed response: usage.{key} is {'missing' if value is None else repr(value)}",
+            error_type="bad_response",
+        )
+    return value
+
+
 def _api_key(explicit: str | None) -> str:
     key = api_key(explicit, "ANTHROPIC_API_KEY", "anthropic", required=True)
     assert key is not None
     return key
+
+
+def _tool(t: ToolSpec) -> dict[str, Any]:
+    return {"name": wire_name(t.name), "description": t.description, "input_schema": t.input_schema}
 
 
 def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -146,7 +181,8 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             if m.content:
                 content.append({"type": "text", "text": m.content})
             content += [
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls
+                {"type": "tool_use", "id": c.id, "name": wire_name(c.name), "input": c.arguments}
+                for c in m.tool_calls
             ]
             out.append({"role": "assistant", "content": content or [{"type": "text", "text": ""}]})
         else:

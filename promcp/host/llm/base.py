@@ -268,7 +268,8 @@ async def call_with_retries(
             if attempt >= policy.retries or not is_retryable(exc):
                 raise
             attempt += 1
-            delay = policy.delay(attempt)
+            # a server's Retry-After (LLMHTTPError.retry_after_s, capped by the backend) wins when longer
+            delay = max(policy.delay(attempt), getattr(exc, "retry_after_s", None) or 0.0)
             if on_retry is not None:
                 on_retry(attempt, exc, delay)
             await sleep(delay)

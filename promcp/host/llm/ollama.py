@@ -3,7 +3,7 @@
 Usage: ``prompt_eval_count`` / ``eval_count`` are the server's own token counts (``token_source = provider``).
 Timing: ``prompt_eval_duration`` is the prefill (input event latency) and ``eval_duration`` the generation; the
 host keeps its own wall time as the call total, so load time and HTTP overhead are not lost. Ollama tool calls
-carry no id in older servers: promcp numbers them ``call_<round-local index>``.
+carry no id in older servers: promcp numbers them ``call_<n>``, unique across the run.
 Options: ``model`` (e.g. ``qwen2.5:7b``), ``base_url`` (default ``http://127.0.0.1:11434``), ``context_window``
 (sent as ``options.num_ctx``), ``tokenizer`` (for the local estimates; a ``gguf:`` path of the same model gives
 exact ones), ``keep_alive``.
@@ -15,8 +15,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from promcp import tokenizers
+from promcp.errors import LLMError
 from promcp.events import TokenSource
-from promcp.host.llm._http import HttpBackendMixin, function_calls, function_tools, need, reject_unknown
+from promcp.host.llm._http import (
+    HttpBackendMixin,
+    function_calls,
+    function_tools,
+    need,
+    original_names,
+    reject_unknown,
+    restore_names,
+    wire_name,
+)
 from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolSpec, Usage
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434"
@@ -47,6 +57,7 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
             tokenizer=tokenizer,
             default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default="o200k_base"),
             context_window=context_window,
+            secret=api_key,
         )
         self._keep_alive = keep_alive
         self.provider = "ollama"
@@ -79,12 +90,12 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], sampling: Sampling
     ) -> Response:
         doc, elapsed_ms, _ = await self._post_json("/api/chat", self.payload(messages, tools, sampling))
-        if doc.get("error"):
-            from promcp.errors import LLMError
-
-            raise LLMError(f"ollama: {doc['error']}", error_type="server_error")
+        if doc.get("error"):  # an error reported in a 200 body
+            raise LLMError(self._scrub(f"ollama: {doc['error']}"), error_type="server_error")
         message = need(doc, "message", self.provider)
-        calls = function_calls(message, self.provider)
+        calls = restore_names(
+            function_calls(message, self.provider, self._fallback_call_id), original_names(tools, messages)
+        )
         prompt_ns = doc.get("prompt_eval_duration")
         eval_ns = doc.get("eval_duration")
         has_usage = doc.get("prompt_eval_count") is not None
@@ -115,9 +126,11 @@ def _message(m: Message) -> dict[str, Any]:
     if m.role == "tool":
         out: dict[str, Any] = {"role": "tool", "content": m.content}
         if m.name:
-            out["tool_name"] = m.name
+            out["tool_name"] = wire_name(m.name)
         return out
     out = {"role": m.role, "content": m.content}
     if m.tool_calls:
-        out["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls]
+        out["tool_calls"] = [
+            {"function": {"name": wire_name(c.name), "arguments": c.arguments}} for c in m.tool_calls
+        ]
     return out

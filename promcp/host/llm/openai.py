@@ -10,13 +10,23 @@ Key: ``OPENAI_API_KEY`` (or ``llm.api_key``); not required for local servers (a 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from promcp import tokenizers
 from promcp.events import TokenSource
-from promcp.host.llm._http import HttpBackendMixin, function_calls, function_tools, need, reject_unknown
+from promcp.host.llm._http import (
+    HttpBackendMixin,
+    function_calls,
+    function_tools,
+    need,
+    original_names,
+    reject_unknown,
+    restore_names,
+    wire_name,
+)
 from promcp.host.llm._http import api_key as api_key_for
 from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolSpec, Usage
 
@@ -54,6 +64,7 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
             tokenizer=tokenizer,
             default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default="o200k_base"),
             context_window=context_window,
+            secret=key,
         )
         self._max_tokens_field = max_tokens_field
         host = urlsplit(self._base_url).hostname or "openai"
@@ -87,7 +98,10 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
             "/chat/completions", self.payload(messages, tools, sampling)
         )
         message = need(doc, "choices.0.message", self.provider)
-        calls = function_calls(message, self.provider)
+        calls = restore_names(
+            function_calls(message, self.provider, self._fallback_call_id, where="choices.0.message"),
+            original_names(tools, messages),
+        )
         usage = doc.get("usage") or {}
         cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
         has_usage = usage.get("prompt_tokens") is not None
@@ -118,7 +132,10 @@ def _message(m: Message) -> dict[str, Any]:
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": c.raw_arguments or _compact(c.arguments)},
+                "function": {
+                    "name": wire_name(c.name),
+                    "arguments": c.raw_arguments or _compact(c.arguments),
+                },
             }
             for c in m.tool_calls
         ]
@@ -126,6 +143,4 @@ def _message(m: Message) -> dict[str, Any]:
 
 
 def _compact(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
