@@ -1,0 +1,219 @@
+"""The import driver: path → conversations (streamed) → events → one promcp run per input file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from promcp import tokenizers
+from promcp.collectors import chatgpt, claude_ai, claude_code
+from promcp.collectors._build import Builder
+from promcp.collectors._detect import FORMATS, detect_format
+from promcp.collectors._model import Conversation
+from promcp.collectors._problems import Problems
+from promcp.collectors._stream import SanitizedReader, iter_array, iter_jsonl, to_ns
+from promcp.errors import ImportFormatError
+from promcp.events import Event, Topology
+
+#: progress(bytes read so far, conversations seen so far)
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ImportSummary:
+    """What one ``import_path`` did."""
+
+    path: Path
+    format: str
+    imported: int = 0
+    skipped: int = 0
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    tasks: int = 0
+    events: int = 0
+    bytes: int = 0
+    problems: Problems = field(default_factory=Problems)
+    datasets: list[Path] = field(default_factory=list)
+
+    def skip(self, reason: str) -> None:
+        self.skipped += 1
+        self.skip_reasons[reason] = self.skip_reasons.get(reason, 0) + 1
+
+
+def input_files(path: Path, fmt: str) -> list[Path]:
+    """The files one import reads: the path itself, or every session ``*.jsonl`` below a folder (subagents too)."""
+    if path.is_dir():
+        if fmt != "claude-code":
+            raise ImportFormatError(f"{path}: a folder can only be imported as claude-code")
+        return sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+    return [path]
+
+
+def _file_conversations(
+    file: Path, fmt: str, problems: Problems, progress: Progress | None, done: list[int]
+) -> Iterator[Conversation]:
+    base = done[0]
+
+    def on_bytes(n: int) -> None:
+        done[0] += n
+
+    with file.open("rb") as raw:
+        reader = SanitizedReader(raw, problems, file.name, on_bytes)
+        if fmt == "claude-code":
+            conv = claude_code.parse_session(iter_jsonl(reader, problems), problems, file)
+            done[1] += 1
+            if progress:
+                progress(done[0], done[1])
+            yield conv
+            return
+        parse = claude_ai.parse_conversation if fmt == "claude-ai" else chatgpt.parse_conversation
+        jsonl = file.suffix == ".jsonl"
+        items: Iterator[Any] = (
+            (v for _, v in iter_jsonl(reader, problems)) if jsonl else iter_array(reader, problems)
+        )
+        for index, doc in enumerate(items):
+            done[1] += 1
+            offset = None if jsonl else reader.consumed
+            line = reader.line if jsonl else None
+            try:
+                yield parse(doc, problems, index, offset)
+            except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+                cid = doc.get("uuid") or doc.get("id") if isinstance(doc, dict) else None
+                problems.add(
+                    "skipped",
+                    f"conversation {index} not parsed: {exc}",
+                    conversation=str(cid) if cid else f"#{index}",
+                    offset=offset,
+                    line=line,
+                    where=file.name,
+                )
+            if progress:
+                progress(done[0], done[1])
+    done[0] = max(done[0], base)
+
+
+def parse_path(
+    path: str | Path,
+    fmt: str | None = None,
+    *,
+    problems: Problems | None = None,
+    progress: Progress | None = None,
+) -> Iterator[Conversation]:
+    """The normalized conversations of an export, streamed (no events, no recorder)."""
+    p = Path(path)
+    fmt = _check(p, fmt)
+    probs = problems if problems is not None else Problems()
+    done = [0, 0]
+    for file in input_files(p, fmt):
+        yield from _file_conversations(file, fmt, probs, progress, done)
+
+
+def _check(p: Path, fmt: str | None) -> str:
+    if not p.exists():
+        raise ImportFormatError(f"{p}: no such file or directory")
+    fmt = fmt or detect_format(p)
+    if fmt not in FORMATS:
+        raise ImportFormatError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def parse_since(value: str | None) -> int | None:
+    """``--since`` (ISO date or date-time, UTC when no zone) → ns."""
+    if value is None:
+        return None
+    text = value if "T" in value else value + "T00:00:00"
+    if not (text.endswith(("Z", "z")) or "+" in text[10:] or text[10:].count("-") > 0):
+        text += "Z"
+    ns = to_ns(text)
+    if ns is None:
+        raise ImportFormatError(f"--since {value!r} is not an ISO date or date-time (e.g. 2026-01-31)")
+    return ns
+
+
+def _when(conv: Conversation) -> int:
+    first = next((t.at for t in conv.tasks if t.at is not None), None)
+    return conv.updated or conv.created or first or 0
+
+
+def import_path(
+    path: str | Path,
+    out: str | Path | None = None,
+    *,
+    fmt: str | None = None,
+    tokenizer: str | None = None,
+    since: str | None = None,
+    conversation: str | None = None,
+    progress: Progress | None = None,
+    sink: Callable[[Event], Any] | None = None,
+) -> ImportSummary:
+    """Import an export into the dataset ``out`` (one run per input file) and return what happened.
+
+    ``since`` keeps conversations updated at or after it; ``conversation`` keeps one id. With ``sink`` the events
+    go there instead of a dataset (tests, notebooks).
+    """
+    from promcp.recorder import Recorder
+
+    p = Path(path)
+    fmt = _check(p, fmt)
+    since_ns = parse_since(since)
+    default_tok, provider = FORMATS[fmt]
+    tok = tokenizers.get(tokenizer or default_tok)
+    summary = ImportSummary(path=p, format=fmt)
+    done = [0, 0]
+    if sink is None and out is None:
+        raise ImportFormatError("import_path needs an output directory or a sink")
+    for file in input_files(p, fmt):
+        recorder = None
+        emit = sink
+        if emit is None:
+            recorder = Recorder(
+                Path(out),  # type: ignore[arg-type]
+                topology=Topology.C_OTS,
+                source=f"import:{fmt}",
+                meta={"input": file.name, "format": fmt, "tokenizer": tok.name},
+            )
+            emit = recorder.emit
+        builder = Builder(tok, provider=provider, put_text=recorder.put_text if recorder else None)
+        try:
+            for conv in _file_conversations(file, fmt, summary.problems, progress, done):
+                if conversation is not None and conv.id != conversation:
+                    summary.skip("not the requested --conversation")
+                    continue
+                if since_ns is not None and _when(conv) < since_ns:
+                    summary.skip("older than --since")
+                    continue
+                if not conv.tasks:
+                    summary.skip("no user prompt or reply on the active branch")
+                    continue
+                try:
+                    events = list(builder.events(conv))
+                except (ValueError, TypeError) as exc:  # one odd conversation never costs the others
+                    summary.problems.add(
+                        "skipped", f"events could not be built: {exc}", conversation=conv.id, where=file.name
+                    )
+                    summary.skip("events could not be built")
+                    continue
+                for event in events:
+                    emit(event)
+                summary.events += len(events)
+                summary.tasks += len(conv.tasks)
+                summary.imported += 1
+        finally:
+            if recorder is not None:
+                result = recorder.close()
+                if result is not None:
+                    summary.datasets.append(result)
+    summary.bytes = done[0]
+    unparsed = sum(1 for x in summary.problems.items if x.kind == "skipped" and "not parsed" in x.message)
+    if unparsed:
+        summary.skipped += unparsed
+        summary.skip_reasons["not a valid conversation object"] = unparsed
+    return summary
+
+
+def events_of(path: str | Path, fmt: str | None = None, tokenizer: str | None = None) -> list[Event]:
+    """Every event an export turns into, in memory (tests, notebooks)."""
+    events: list[Event] = []
+    import_path(path, fmt=fmt, tokenizer=tokenizer, sink=events.append)
+    return events
