@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -57,12 +58,15 @@ def test_c_cust_anthropic_records_provider_usage(tmp_path: Path) -> None:
     bench = tmp_path / "bench.yaml"
     bench.write_text(BENCH)
     out = tmp_path / "out"
-    with StubServer(anthropic_agent) as stub:
+    with StubServer(anthropic_agent, wire="anthropic") as stub:
         proc = _run(bench, stub.url, out, ANTHROPIC_API_KEY="sk-ant-test-key", COLUMNS="120")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert stub.violations == [], "the agent loop's requests are valid Messages API requests"
     assert len(stub.requests) == 2, "one call that uses the tool, one that answers"
     assert "sk-ant-test-key" not in proc.stdout + proc.stderr
     df = pa.load(out)
+    assert not df.astype(str).apply(lambda col: col.str.contains("sk-ant-test-key")).any().any()
+    assert not any(b"sk-ant-test-key" in f.read_bytes() for f in out.rglob("*") if f.is_file())
     assert set(df["topology"].astype(str)) == {"c-cust"}
     stages = list(df.loc[df["task_id"].notna(), "stage"].astype(str))
     assert stages == ["S1", "S2", "S3", "S4", "S5", "S6"]
@@ -74,6 +78,10 @@ def test_c_cust_anthropic_records_provider_usage(tmp_path: Path) -> None:
     assert s1["tokens_in"] == 472 + 200
     origins = ["in_system", "in_schemas", "in_user", "in_history", "in_tool_results"]
     assert sum(int(s1[c]) for c in origins) == s1["tokens_in"], "origins are scaled to the provider total"
+    attrs = json.loads(s1["attrs"])
+    assert attrs["tokens_in_estimate"] > 0 and attrs["origin_scale"] == round(
+        672 / attrs["tokens_in_estimate"], 6
+    )
     assert '"tokens_in_estimate"' in s1["attrs"] and '"cache_write_tokens":200' in s1["attrs"].replace(
         " ", ""
     )
@@ -99,10 +107,11 @@ def test_c_cust_openai_compatible_and_ollama(
         )
     )
     out = tmp_path / "out"
-    with StubServer(replier) as stub:  # type: ignore[arg-type]
+    with StubServer(replier, wire=backend) as stub:  # type: ignore[arg-type]
         base = stub.url + ("/v1" if backend == "openai" else "")
         proc = _run(bench, base, out)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert stub.violations == []
     df = pa.load(out)
     assert list(df.loc[df["task_id"].notna(), "stage"].astype(str)) == ["S1", "S2", "S3", "S4", "S5", "S6"]
     s1 = df[df["stage"].astype(str) == "S1"].iloc[0]

@@ -5,16 +5,23 @@ JSON body) and answers from a script: a list of ``Reply`` (status, JSON body, he
 end-to-end runs — an ``agent`` replier that reads the request like a model would: on a request whose last message
 is not a tool result it calls the first offered tool with schema-shaped arguments, afterwards it answers in text.
 The response bodies follow the providers' documented shapes, including usage blocks and error bodies.
+
+With ``wire="openai" | "anthropic" | "ollama"`` the stub first checks the request the way the real API does (auth
+headers, required fields, tool name pattern, role order, every tool call answered by its id) and answers a
+violation with that API's own 400 error shape, recording it in ``StubServer.violations``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
+
+Wire = Literal["openai", "anthropic", "ollama"]
 
 
 @dataclass
@@ -35,9 +42,11 @@ Replier = Callable[[Request], Reply]
 
 
 class StubServer:
-    def __init__(self, replies: list[Reply] | Replier) -> None:
+    def __init__(self, replies: list[Reply] | Replier, *, wire: Wire | None = None) -> None:
         self.requests: list[Request] = []
+        self.violations: list[str] = []
         self._replies = replies
+        self._wire = wire
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -48,22 +57,36 @@ class StubServer:
                     self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}")
                 )
                 stub.requests.append(req)
-                reply = stub._next(req)
+                reply = stub._check(req) or stub._next(req)
                 data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                for k, v in reply.headers.items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json")
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test)
 
             def log_message(self, *args: Any) -> None:
                 pass
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    def _check(self, req: Request) -> Reply | None:
+        if self._wire is None:
+            return None
+        problem = CHECKS[self._wire](req)
+        if problem is None:
+            return None
+        self.violations.append(problem)
+        return Reply(400, ERRORS[self._wire](problem))
 
     def _next(self, req: Request) -> Reply:
         if callable(self._replies):
@@ -247,3 +270,148 @@ def ollama_agent(req: Request) -> Reply:
         return Reply(200, ollama_reply(content="Done: the tool answered."))
     fn = req.body["tools"][0]["function"]
     return Reply(200, ollama_reply(tool=(fn["name"], _example(fn["parameters"]))))
+
+
+# -- request checks, as the real APIs make them -----------------------------------------------------------------
+
+_FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _check_function_tools(tools: Any) -> str | None:
+    if not isinstance(tools, list):
+        return "tools: must be an array"
+    for i, t in enumerate(tools):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(fn, dict):
+            return f"tools[{i}]: expected {{'type': 'function', 'function': {{...}}}}"
+        if not _FUNCTION_NAME.fullmatch(str(fn.get("name", ""))):
+            return f"tools[{i}].function.name: string does not match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+        if not isinstance(fn.get("parameters", {}), dict):
+            return f"tools[{i}].function.parameters: must be an object"
+    return None
+
+
+def check_openai(req: Request) -> str | None:
+    """Chat Completions: bearer key (remote), model, messages, function tools, each tool_calls answered in order."""
+    if not req.path.endswith("/chat/completions"):
+        return f"unknown path {req.path}"
+    body = req.body
+    if not isinstance(body.get("model"), str):
+        return "you must provide a model parameter"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: must be a non-empty array"
+    if "tools" in body and (problem := _check_function_tools(body["tools"])):
+        return problem
+    pending: list[str] = []
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role not in ("system", "developer", "user", "assistant", "tool"):
+            return f"messages[{i}].role: invalid value {role!r}"
+        if role == "tool":
+            if m.get("tool_call_id") not in pending:
+                return (
+                    f"messages[{i}]: messages with role 'tool' must be a response to a preceeding message "
+                    "with 'tool_calls'."
+                )
+            pending.remove(m["tool_call_id"])
+            continue
+        if pending:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(pending)}"
+            )
+        if role == "assistant" and m.get("tool_calls"):
+            for j, c in enumerate(m["tool_calls"]):
+                fn = c.get("function") or {}
+                if c.get("type") != "function" or not c.get("id") or not isinstance(fn.get("arguments"), str):
+                    return f"messages[{i}].tool_calls[{j}]: needs id, type 'function' and string arguments"
+                pending.append(c["id"])
+        elif not isinstance(m.get("content"), str):
+            return f"messages[{i}].content: must be a string"
+    return None
+
+
+def check_anthropic(req: Request) -> str | None:
+    """Messages API: key and version headers, max_tokens, user-first alternation, tool_use answered next turn."""
+    if req.path != "/v1/messages":
+        return f"Not found: {req.path}"
+    if not req.headers.get("x-api-key"):
+        return "x-api-key header is required"
+    if not req.headers.get("anthropic-version"):
+        return "anthropic-version: header is required"
+    body = req.body
+    if not isinstance(body.get("max_tokens"), int):
+        return "max_tokens: Field required"
+    if not isinstance(body.get("system", ""), str | list):
+        return "system: Input should be a valid list"
+    for i, t in enumerate(body.get("tools") or []):
+        if not _FUNCTION_NAME.fullmatch(str(t.get("name", ""))):
+            return f"tools.{i}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+        if (t.get("input_schema") or {}).get("type") != "object":
+            return f"tools.{i}.custom.input_schema.type: Input should be 'object'"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    expected = "user"
+    pending: set[str] = set()
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role not in ("user", "assistant"):
+            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+        if role != expected:
+            return 'messages: roles must alternate between "user" and "assistant"'
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list) or not blocks:
+            return f"messages.{i}.content: must be a string or a non-empty list of blocks"
+        answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
+        if answered - pending:
+            return (
+                f"messages.{i}.content.0: unexpected `tool_use_id` found in `tool_result` blocks: "
+                f"{', '.join(sorted(map(str, answered - pending)))}. Each `tool_result` block must have a "
+                "corresponding `tool_use` block in the previous message."
+            )
+        if pending - answered:
+            return (
+                f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                f"{', '.join(sorted(pending - answered))}"
+            )
+        for b in blocks:
+            if b.get("type") == "text" and not b.get("text"):
+                return f"messages.{i}: text content blocks must be non-empty"
+        pending = {b["id"] for b in blocks if b.get("type") == "tool_use"}
+        expected = "assistant" if role == "user" else "user"
+    if expected != "assistant":
+        return "messages: the last message must have role user"
+    return None
+
+
+def check_ollama(req: Request) -> str | None:
+    """/api/chat: model, messages, function tools, object arguments in history tool calls."""
+    if req.path != "/api/chat":
+        return f"404 page not found: {req.path}"
+    body = req.body
+    if not body.get("model"):
+        return "model is required"
+    if "tools" in body and (problem := _check_function_tools(body["tools"])):
+        return problem
+    for i, m in enumerate(body.get("messages") or []):
+        if m.get("role") not in ("system", "user", "assistant", "tool"):
+            return f"messages[{i}]: invalid role"
+        for c in m.get("tool_calls") or []:
+            if not isinstance((c.get("function") or {}).get("arguments"), dict):
+                return "json: cannot unmarshal string into Go struct field .messages.tool_calls.function.arguments"
+    return None
+
+
+CHECKS: dict[Wire, Callable[[Request], str | None]] = {
+    "openai": check_openai,
+    "anthropic": check_anthropic,
+    "ollama": check_ollama,
+}
+ERRORS: dict[Wire, Callable[[str], Any]] = {
+    "openai": lambda m: openai_error("invalid_request_error", m),
+    "anthropic": lambda m: anthropic_error("invalid_request_error", m),
+    "ollama": lambda m: {"error": m},
+}

@@ -19,6 +19,7 @@ from promcp import tokenizers
 from promcp.events import TokenSource
 from promcp.host.llm._http import (
     HttpBackendMixin,
+    check_base_url,
     function_calls,
     function_tools,
     need,
@@ -54,7 +55,7 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
         **extra: Any,
     ) -> None:
         reject_unknown("openai", extra)
-        url = base_url or DEFAULT_BASE_URL
+        url = check_base_url(base_url or DEFAULT_BASE_URL, "openai")
         key = api_key_for(api_key, "OPENAI_API_KEY", "openai", required=not _is_local(url))
         self._setup_http(
             model=model or DEFAULT_MODEL,
