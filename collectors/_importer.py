@@ -54,6 +54,7 @@ def _file_conversations(
     file: Path, fmt: str, problems: Problems, progress: Progress | None, done: list[int]
 ) -> Iterator[Conversation]:
     base = done[0]
+    problems.file = file.name
 
     def on_bytes(n: int) -> None:
         done[0] += n
@@ -86,7 +87,6 @@ def _file_conversations(
                     conversation=str(cid) if cid else f"#{index}",
                     offset=offset,
                     line=line,
-                    where=file.name,
                 )
             if progress:
                 progress(done[0], done[1])
@@ -189,9 +189,7 @@ def import_path(
                 try:
                     events = list(builder.events(conv))
                 except (ValueError, TypeError) as exc:  # one odd conversation never costs the others
-                    summary.problems.add(
-                        "skipped", f"events could not be built: {exc}", conversation=conv.id, where=file.name
-                    )
+                    summary.problems.add("skipped", f"events could not be built: {exc}", conversation=conv.id)
                     summary.skip("events could not be built")
                     continue
                 for event in events:

@@ -66,7 +66,6 @@ class SanitizedReader:
                 "invalid UTF-8 bytes replaced by U+FFFD",
                 offset=max(base + exc.start, 0),
                 line=self.line or None,
-                where=self.name or None,
                 detail=f"{self.name}:utf8:{start}",
             )
             self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
@@ -119,7 +118,6 @@ def iter_array(source: IO[bytes] | SanitizedReader, problems: Problems) -> Itera
     truncated or broken array keeps the items before the break and reports where parsing stopped.
     """
     reader = _reader(source, problems)
-    where = reader.name or None
     try:
         yield from ijson.items(reader, "item", use_float=True, buf_size=CHUNK)
     except ijson.IncompleteJSONError as exc:
@@ -130,7 +128,6 @@ def iter_array(source: IO[bytes] | SanitizedReader, problems: Problems) -> Itera
             kind,
             f"JSON stops parsing here ({text[:160]}); the conversations before it were kept",
             offset=reader.consumed,
-            where=where,
         )
     except (ijson.JSONError, ValueError, UnicodeError, RecursionError) as exc:
         text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -138,14 +135,12 @@ def iter_array(source: IO[bytes] | SanitizedReader, problems: Problems) -> Itera
             "bad_json",
             f"JSON stops parsing here ({text[:160]}); the conversations before it were kept",
             offset=reader.consumed,
-            where=where,
         )
 
 
 def iter_jsonl(source: IO[bytes] | SanitizedReader, problems: Problems) -> Iterator[tuple[int, Any]]:
     """Yield ``(1-based line number, value)`` for each JSON line; bad lines are reported once each and skipped."""
     reader = _reader(source, problems)
-    where = reader.name or None
     for number, line in enumerate(reader, 1):
         stripped = line.strip()
         if not stripped:
@@ -158,8 +153,7 @@ def iter_jsonl(source: IO[bytes] | SanitizedReader, problems: Problems) -> Itera
                 kind,
                 f"line is not valid JSON ({str(exc)[:120]}); skipped",
                 line=number,
-                where=where,
-                detail=f"{where}:{number}",
+                detail=f"{reader.name}:{number}",
             )
             continue
         yield number, obj

@@ -77,7 +77,6 @@ class _Session:
                 "bad_line",
                 "a line that is not a JSON object skipped",
                 line=number,
-                where=self.file,
                 conversation=self.conv.id,
                 detail="not-object",
             )
@@ -125,7 +124,6 @@ class _Session:
                     "tool_result without its tool_use: kept as context only",
                     conversation=self.conv.id,
                     line=number,
-                    where=self.file,
                     detail=f"orphan:{ref}",
                 )
                 if self.task is not None and self.task.calls:
@@ -156,7 +154,6 @@ class _Session:
                     "assistant lines before any prompt: a task with an unknown prompt was made",
                     conversation=self.conv.id,
                     line=number,
-                    where=self.file,
                 )
                 self._new_task("", None, missing=True)
             assert self.task is not None
@@ -204,7 +201,6 @@ class _Session:
                     f"unknown block type {kind!r} ignored",
                     conversation=self.conv.id,
                     line=number,
-                    where=self.file,
                     detail=f"block:{kind}",
                 )
 
@@ -218,14 +214,12 @@ class _Session:
                 "duplicate",
                 f"{self.duplicates} duplicated line(s) (same uuid) ignored",
                 conversation=self.conv.id,
-                where=self.file,
             )
         if self.sidechain:
             self.problems.add(
                 "sidechain",
                 f"{self.sidechain} inline subagent (sidechain) line(s) left out of the main thread",
                 conversation=self.conv.id,
-                where=self.file,
             )
         return self.conv
 

@@ -1,0 +1,107 @@
+"""``promcp import PATH…``: turn chat-client exports into a c-ots dataset (see docs/import.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.table import Table
+
+from promcp.cli._common import progress, stderr, stdout
+from promcp.collectors import ImportSummary
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from promcp.collectors import FORMATS
+
+    p = sub.add_parser(
+        "import",
+        help="import Claude.ai / ChatGPT conversations.json or Claude Code sessions as a c-ots dataset",
+        description="Reconstruct the S1–S6 stages from off-the-shelf clients' exports: Claude.ai / Claude Desktop "
+        "conversations.json (or .jsonl), ChatGPT conversations.json, Claude Code session .jsonl files or a "
+        "~/.claude/projects folder. One run per input file; problems are reported with where they are.",
+    )
+    p.add_argument("paths", nargs="+", type=Path, help="export files or a Claude Code projects folder")
+    p.add_argument("--format", choices=list(FORMATS), help="force a format instead of detecting it")
+    p.add_argument("--out", type=Path, default=Path("traces"), help="dataset directory (default: traces/)")
+    p.add_argument("--since", help="only conversations updated at or after this ISO date/time (UTC)")
+    p.add_argument("--conversation", help="only the conversation with this id")
+    p.add_argument(
+        "--tokenizer",
+        help="count tokens with this tokenizer (default: approx:claude for Claude exports, o200k_base for ChatGPT)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no problem list")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from promcp.collectors import import_path
+    from promcp.collectors._importer import parse_since
+
+    parse_since(args.since)  # a bad --since fails before any file is read
+    summaries: list[ImportSummary] = []
+    with progress(bytes_mode=True, disable=True if args.quiet else None) as bar:
+        for path in args.paths:
+            total = _size(path)
+            task = bar.add_task(f"{path.name}: 0 conversations", total=total or None)
+
+            def tick(done: int, convs: int, task: int = task, name: str = path.name) -> None:
+                bar.update(task, completed=done, description=f"{name}: {convs} conversations")
+
+            summaries.append(
+                import_path(
+                    path,
+                    args.out,
+                    fmt=args.format,
+                    tokenizer=args.tokenizer,
+                    since=args.since,
+                    conversation=args.conversation,
+                    progress=tick,
+                )
+            )
+            bar.update(task, completed=total)
+    if not args.quiet:
+        for s in summaries:
+            for problem in s.problems.items:
+                stderr().print(f"[yellow]problem:[/] {problem}", markup=True, highlight=False, soft_wrap=True)
+    stdout().print(_table(summaries))
+    out = stdout()
+    for line in _reasons(summaries):
+        out.print(line, highlight=False, soft_wrap=True)
+    for s in summaries:
+        for ds in s.datasets:
+            out.print(f"wrote {ds}", highlight=False, soft_wrap=True)
+    return 0 if any(s.imported for s in summaries) or not any(s.problems.items for s in summaries) else 1
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*.jsonl") if p.is_file())
+    return path.stat().st_size if path.exists() else 0
+
+
+def _table(summaries: list[ImportSummary]) -> Table:
+    table = Table(title="promcp import", title_justify="left")
+    for col in ("input", "format", "MB", "imported", "skipped", "tasks", "events"):
+        table.add_column(col, justify="left" if col in ("input", "format") else "right", overflow="fold")
+    for s in summaries:
+        table.add_row(
+            s.path.name,
+            s.format,
+            f"{s.bytes / 1e6:.2f}",
+            str(s.imported),
+            str(s.skipped),
+            str(s.tasks),
+            str(s.events),
+        )
+    return table
+
+
+def _reasons(summaries: list[ImportSummary]) -> list[str]:
+    lines = []
+    for s in summaries:
+        for reason, n in sorted(s.skip_reasons.items()):
+            lines.append(f"{s.path.name}: skipped {n}: {reason}")
+        for kind, n in sorted(s.problems.by_kind().items()):
+            lines.append(f"{s.path.name}: problems {n}: {kind}")
+    return lines
