@@ -1,0 +1,123 @@
+"""``promcp.instrument()`` / ``promcp.uninstrument()``: record the stages of your own MCP host with one line.
+
+``instrument()`` patches the mcp SDK 2.x client side (see :mod:`promcp.shims._mcp` for the hook targets) and,
+when asked, the OpenAI / Anthropic Python SDKs (:mod:`promcp.shims._llm`). Events go to a :class:`~promcp.Recorder`
+(the promcp store, same dataset layout as ``promcp run``) and, when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set or a ``span_exporter`` is given, as OpenTelemetry spans: the SDK's
+own ``MCP send …`` spans enriched with ``promcp.*`` attributes. ``docs/instrument.md`` is the user guide.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from promcp.recorder import Recorder
+from promcp.shims import _mcp, _spans
+from promcp.shims._patch import Patches
+
+__all__ = ["instrument", "is_instrumented", "uninstrument"]
+
+SUPPORTED_MCP = ">=2.3,<2.4"
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.patches: Patches | None = None
+        self.recorder: Recorder | None = None
+        self.owns_recorder = False
+        self.tracing: _spans.Tracing | None = None
+
+
+_state = _State()
+
+
+def is_instrumented() -> bool:
+    return _state.patches is not None
+
+
+def instrument(
+    out: str | Path = "traces/",
+    *,
+    topology: str = "l-cust",
+    tokenizer: str = "o200k_base",
+    recorder: Recorder | None = None,
+    llm: bool = True,
+    span_exporter: Any = None,
+    benchmark: str | None = None,
+) -> Recorder:
+    """Start recording: patch the mcp client (and the OpenAI/Anthropic SDKs when ``llm``), install a recorder.
+
+    ``out``/``topology``/``benchmark``: where and how a new :class:`Recorder` writes (ignored when ``recorder`` is
+    given; a given recorder is installed process-wide but not closed by :func:`uninstrument`). ``tokenizer``: the
+    promcp tokenizer name for footprints (``o200k_base``, ``cl100k_base``, ``gguf:<path>``…). ``span_exporter``: an
+    OpenTelemetry ``SpanExporter`` to send spans to (default: OTLP/HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, else no spans). Returns the recorder. Raises
+    :class:`~promcp.errors.InstrumentationError` when already instrumented or when the installed mcp lacks a hook
+    target (nothing is patched then).
+    """
+    from promcp import tokenizers
+    from promcp.errors import InstrumentationError
+
+    with _state.lock:
+        if _state.patches is not None:
+            raise InstrumentationError(
+                "promcp.instrument(): already instrumented (call uninstrument() first)"
+            )
+        counter = tokenizers.get(tokenizer)  # fails early (TokenizerError) on a bad name
+        patches = Patches()
+        try:
+            _mcp.install(patches)
+            if llm:
+                from promcp.shims import _llm
+
+                _llm.install(patches)
+        except BaseException:
+            patches.undo()
+            raise
+        _mcp.settings.tokenizer = counter
+        owns = recorder is None
+        rec = recorder or Recorder(
+            out, topology=topology, source="instrument", benchmark=benchmark, meta={"tokenizer": counter.name}
+        )
+        rec.install_global()
+        _state.patches, _state.recorder, _state.owns_recorder = patches, rec, owns
+        try:
+            _state.tracing = _spans.setup(patches, span_exporter)
+        except Exception as exc:  # spans are optional: the recorder still gets every event
+            import logging
+
+            logging.getLogger("promcp.shims").warning("promcp: OpenTelemetry export disabled: %s", exc)
+        return rec
+
+
+def uninstrument() -> Path | None:
+    """Undo :func:`instrument`: restore every patched attribute, flush spans, and close (finalize to Parquet) the
+    recorder that ``instrument()`` created. Returns the run's Parquet path (None if the recorder was the caller's).
+    Safe to call when not instrumented."""
+    from promcp.recorder import _global_recorder
+
+    with _state.lock:
+        patches, rec, owns = _state.patches, _state.recorder, _state.owns_recorder
+        _state.patches, _state.recorder, _state.owns_recorder = None, None, False
+        if patches is None:
+            return None
+        patches.undo()
+        tracing, _state.tracing = _state.tracing, None
+        if tracing is not None:
+            tracing.close()
+        from promcp.shims import _llm
+
+        _llm.reset()
+        if rec is None:
+            return None
+        if owns:
+            return rec.close()
+        rec.flush()
+        if _global_recorder is rec:
+            import promcp.recorder as recorder_mod
+
+            recorder_mod._global_recorder = None
+        return None

@@ -1,0 +1,231 @@
+"""OpenTelemetry for the shims: enrich the mcp SDK's own ``MCP send <method> [<tool>]`` CLIENT spans.
+
+promcp never replaces the process-wide TracerProvider (OpenTelemetry lets it be set once per process, which could
+not be undone). When the application has set an SDK ``TracerProvider``, the SDK's spans go there and promcp only
+adds attributes. Otherwise, when spans are wanted (``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` set, or ``instrument(span_exporter=…)``), promcp builds its own provider and
+points the SDK's module tracer ``mcp.shared._otel._tracer`` at it until :func:`promcp.uninstrument`.
+
+Inside ``JSONRPCDispatcher._write`` the SDK span is the current span and it is still open when the response is
+dispatched, so the shims add attributes instead of creating a second span (own spans only when the SDK made none).
+
+Attributes — semantic conventions where they exist: ``mcp.method.name`` and ``jsonrpc.request.id`` (set by the SDK),
+``mcp.protocol.version``, ``network.transport`` (``pipe`` | ``tcp`` | ``inproc``), ``gen_ai.operation.name``
+(``execute_tool``), ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``error.type``. promcp's own, all under ``promcp.``:
+``promcp.stage``, ``promcp.phase``, ``promcp.transport``, ``promcp.server``, ``promcp.request.bytes``,
+``promcp.response.bytes``, ``promcp.wire_rtt_ms``; added at export time, off the hot path:
+``promcp.request.tokens`` (S3 arguments), ``promcp.footprint.tokens`` / ``promcp.footprint.bytes`` (S4 result text
+or the tools/list schemas), ``promcp.n_tools``, ``promcp.tokenizer``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from promcp.shims._patch import Patches, guard
+
+if TYPE_CHECKING:  # pragma: no cover
+    from promcp.shims._mcp import Call
+
+_NETWORK = {"stdio": "pipe", "streamable_http": "tcp", "sse": "tcp", "inproc": "inproc"}
+_STAGE = {"tools/call": ("S3", None), "tools/list": ("INIT", "tools_discovery")}
+_MAX_DEFERRED = 100_000
+
+
+class _Deferred:
+    """span_id -> builder of attributes computed when the span is exported (token counts)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.lock = threading.Lock()
+        self.by_span: dict[int, Callable[[], dict[str, Any]]] = {}
+
+
+deferred = _Deferred()
+_tracer: Any = None  # promcp's own tracer (fallback spans), set by setup()
+
+
+def otlp_configured() -> bool:
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return bool(
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+
+
+class Tracing:
+    """What :func:`setup` built; :meth:`close` flushes and shuts down a provider promcp owns."""
+
+    def __init__(self, provider: Any, owned: bool) -> None:
+        self.provider, self.owned = provider, owned
+
+    def close(self) -> None:
+        global _tracer
+        deferred.enabled = False
+        with deferred.lock:
+            deferred.by_span.clear()
+        _tracer = None
+        if self.provider is not None and self.owned:
+            self.provider.force_flush()
+            self.provider.shutdown()
+
+
+def setup(patches: Patches, span_exporter: Any = None) -> Tracing:
+    """Choose or build the tracer provider (see the module docstring)."""
+    global _tracer
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider) and span_exporter is None:
+        _tracer = current.get_tracer("promcp")
+        return Tracing(current, owned=False)
+    if span_exporter is None and not otlp_configured():
+        return Tracing(None, owned=False)
+    import mcp.shared._otel as sdk_otel
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    if span_exporter is None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        span_exporter = OTLPSpanExporter()
+    service = os.environ.get("OTEL_SERVICE_NAME") or "promcp-instrumented-host"
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(BatchSpanProcessor(TokenEnrichingExporter(span_exporter)))
+    patches.set(sdk_otel, "_tracer", provider.get_tracer("mcp-python-sdk"))
+    _tracer = provider.get_tracer("promcp")
+    deferred.enabled = True
+    return Tracing(provider, owned=True)
+
+
+def _recording(span: Any) -> Any:
+    return span if span is not None and span.is_recording() else None
+
+
+def on_request(call: Call) -> Any:
+    """Inside ``_write``: the current span is the SDK's ``MCP send`` span; add request attributes to it."""
+    from opentelemetry import trace
+
+    span = _recording(trace.get_current_span())
+    if span is None:
+        if _tracer is None:
+            return None
+        span = _own_span(call)  # this mcp emits no span of its own: make one, ended by on_finish
+    stage, phase = _STAGE.get(call.method, ("INIT", "initialize"))
+    transport = call.info.transport.value
+    attrs: dict[str, Any] = {
+        "network.transport": _NETWORK.get(transport, transport),
+        "promcp.stage": stage,
+        "promcp.phase": phase or "tool_call",
+        "promcp.transport": transport,
+        "promcp.request.bytes": call.request_bytes or 0,
+        "promcp.server": call.info.name(),
+    }
+    if call.info.protocol_version:
+        attrs["mcp.protocol.version"] = call.info.protocol_version
+    if call.method == "tools/call":
+        from promcp.recorder import current_scope
+
+        attrs["gen_ai.operation.name"] = "execute_tool"
+        name = (call.params or {}).get("name")
+        if isinstance(name, str):
+            attrs["gen_ai.tool.name"] = name
+        tcid = current_scope().tool_call_id
+        if tcid:
+            attrs["gen_ai.tool.call.id"] = tcid
+    span.set_attributes(attrs)
+    return span
+
+
+def _own_span(call: Call) -> Any:
+    from opentelemetry.trace import SpanKind
+
+    name = (call.params or {}).get("name") if call.method == "tools/call" else None
+    span = _tracer.start_span(
+        f"MCP send {call.method}{f' {name}' if isinstance(name, str) else ''}",
+        kind=SpanKind.CLIENT,
+        attributes={"mcp.method.name": call.method, "jsonrpc.request.id": call.request_id or ""},
+    )
+    call.own_span = True
+    return span
+
+
+def on_response(call: Call) -> None:
+    """Inside ``_dispatch`` (the SDK span still open): add response attributes."""
+    if call.span is None:
+        return
+    attrs: dict[str, Any] = {"promcp.response.bytes": call.response_bytes or 0}
+    if call.sent is not None and call.received is not None:
+        attrs["promcp.wire_rtt_ms"] = call.sent.ms_to(call.received)
+    call.span.set_attributes(attrs)
+
+
+def on_finish(call: Call, error_type: str | None) -> None:
+    """After the call: mark tool errors; end a span the shims started themselves (never the SDK's)."""
+    span = call.span
+    if span is None:
+        return
+    if error_type == "tool_error" and not call.own_span:
+        pass  # the SDK span has ended by now; the tool error is added at export time (see defer in _mcp)
+    if call.own_span:
+        if error_type:
+            from opentelemetry.trace import StatusCode
+
+            span.set_attribute("error.type", error_type)
+            span.set_status(StatusCode.ERROR)
+        span.end()
+
+
+def defer(span: Any, build: Callable[[], dict[str, Any]]) -> None:
+    """Attach attributes to ``span`` when it is exported (``build`` runs on the exporter's thread)."""
+    if span is None or not deferred.enabled:
+        return
+    ctx = span.get_span_context()
+    with deferred.lock:
+        if len(deferred.by_span) < _MAX_DEFERRED:
+            deferred.by_span[ctx.span_id] = build
+
+
+class TokenEnrichingExporter:
+    """Wraps a SpanExporter: adds the deferred ``promcp.*`` attributes to spans just before export."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        return self.inner.export([guard(_enrich, s) or s for s in spans])
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
+
+
+def _enrich(span: Any) -> Any:
+    with deferred.lock:
+        build = deferred.by_span.pop(span.context.span_id, None)
+    if build is None:
+        return span
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    attrs = dict(span.attributes or {})
+    attrs.update({k: v for k, v in build().items() if v is not None})
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=attrs,
+        events=span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
