@@ -380,6 +380,8 @@ def check_anthropic(req: Request) -> str | None:
         for b in blocks:
             if b.get("type") == "text" and not b.get("text"):
                 return f"messages.{i}: text content blocks must be non-empty"
+            if b.get("type") in ("tool_use", "tool_result") and not body.get("tools"):
+                return "Requests which include `tool_use` or `tool_result` blocks must define tools."
         pending = {b["id"] for b in blocks if b.get("type") == "tool_use"}
         expected = "assistant" if role == "user" else "user"
     if expected != "assistant":
