@@ -54,9 +54,8 @@ class _Source:
         schema_key = (
             "inputSchema" if "inputSchema" in src else "input_schema" if "input_schema" in src else None
         )
-        if schema_key is None:
-            raise self.error("a tool needs an 'inputSchema' (JSON Schema object)", entry)
-        schema = src[schema_key]
+        # MCP requires an input schema; a catalog that left it out (a summary-only listing) gets the empty one
+        schema = {"type": "object"} if schema_key is None else src[schema_key]
         if not isinstance(schema, dict):
             raise self.error("the input schema must be a JSON object", f"{entry}.{schema_key}")
         if schema.get("type", "object") != "object":
@@ -112,9 +111,11 @@ def _mcp_bench(src: _Source, data: Any) -> list[CatalogServer]:
             items = [(f"{e}.tools[{i}]", None, v) for i, v in enumerate(tools)]
         else:
             raise src.error("a server needs 'tools' (an object or a list)", f"{e}.tools")
-        listed = [src.tool(display, v, k, name_hint=hint) for k, hint, v in items]
+        # the entry's own "name" (MCP-Bench: always the display key, which its tasks use) names the server
+        name = entry["name"] if isinstance(entry.get("name"), str) and entry["name"] else display
+        listed = [src.tool(name, v, k, name_hint=hint) for k, hint, v in items]
         meta = {k: v for k, v in entry.items() if k not in ("tools",)}
-        out.append(src.server(display, listed, e, meta))
+        out.append(src.server(name, listed, e, meta))
     return out
 
 
