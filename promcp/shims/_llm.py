@@ -1,13 +1,772 @@
-"""LLM client wrappers (placeholder until implemented)."""
+"""LLM client wrappers: S1/S5 (input by origin) and S2/S6 (output) events from user code, and the S2 → S3 join.
+
+One LLM call becomes an input event and an output event with the same ``round`` (docs/accounting.md):
+
+* input: S1 when the prompt holds no assistant turn yet (round 1), S5 otherwise (round = 1 + assistant turns in the
+  prompt, unless a :func:`promcp.scope` sets ``round``). ``parts`` split the prompt by origin with the keys the
+  accounting rules name: ``system``, schemas ``<server>/<tool>`` (or ``<tool>`` when no MCP server listed it),
+  user ``prompt`` (the first user message), history ``msg:<index>``, tool results by tool-call id. Parts are counted
+  locally (``tokenizers.for_model(model)``) and, when the provider reports usage, scaled to the provider's input
+  total (largest remainder; ``attrs.tokens_in_estimate`` and ``attrs.origin_scale`` keep the local count);
+* output: S2 when the model asked for tool calls, S6 when it answered; ``tokens_out`` from provider usage (else
+  counted). Latency: input = prefill when the backend reports it (Ollama), else ``None``/``timing_quality="none"``;
+  output = the rest of the call.
+
+Every tool call the model makes is remembered as ``(tool name, canonical arguments) → tool-call id``; when the host
+then sends the matching MCP ``tools/call`` without a ``scope(tool_call_id=…)``, the MCP shim takes the id from here
+(:func:`take_tool_call_id`), so S2, S3 and S4 carry the same ``tool_call_id``.
+
+Supported: the OpenAI Python SDK (``chat.completions.create``, sync and async), the Anthropic Python SDK
+(``messages.create``, sync and async) — patched process-wide by ``promcp.instrument(llm=True)`` or per client with
+:func:`wrap_openai` / :func:`wrap_anthropic` — and any chat function of the host's own (llama-cpp-python's
+``create_chat_completion``, an Ollama ``/api/chat`` call, an OpenAI-compatible HTTP call) via :func:`wrap_chat` or
+:func:`record_chat`. Streaming calls are passed through unrecorded (documented limitation).
+"""
 
 from __future__ import annotations
 
-from promcp.shims._patch import Patches
+import functools
+import importlib.util
+import inspect
+import json
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from promcp.events import Event, Origin, Part, Stage, Status, TimingQuality, TokenSource, scale_parts
+from promcp.recorder import Recorder, current_recorder, current_scope
+from promcp.shims._footprint import compact_json, tool_text
+from promcp.shims._patch import Patches, guard
+
+__all__ = [
+    "note_tools",
+    "record_chat",
+    "take_tool_call_id",
+    "wrap_anthropic",
+    "wrap_chat",
+    "wrap_openai",
+]
+
+Wire = Literal["openai", "anthropic", "ollama"]
+_MAX_JOIN = 4096
+
+
+# -- normalized call ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: Any  # parsed JSON (dict) when possible, else the raw string
+
+
+@dataclass
+class ChatIn:
+    """A prompt as (origin, key, text) pieces, plus the model and the offered tool names."""
+
+    provider: str
+    model: str | None
+    pieces: list[tuple[Origin, str, str]] = field(default_factory=list)
+    tool_names: list[str] = field(default_factory=list)
+    assistant_turns: int = 0
+
+
+@dataclass
+class ChatOut:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    tokens_in: int | None = None  # provider total input (incl. cache read/write)
+    tokens_out: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    model: str | None = None
+    response_id: str | None = None
+    prompt_ms: float | None = None  # prefill, when the backend reports it
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _text_of(content: Any) -> str:
+    """Text of a message content: a string, or a list of blocks (text blocks kept, others summarized)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    out: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            out.append(block)
+            continue
+        kind = _get(block, "type")
+        if kind == "text" or (kind is None and _get(block, "text") is not None):
+            out.append(str(_get(block, "text") or ""))
+        elif kind == "tool_result":
+            out.append(_text_of(_get(block, "content")))
+        elif kind == "tool_use":
+            out.append(compact_json({"name": _get(block, "name"), "input": _get(block, "input")}))
+        else:
+            out.append(f"[{kind or 'content'} content omitted]")
+    return "\n".join(out)
+
+
+def _parse_args(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _canonical(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        arguments = _parse_args(arguments)
+    return json.dumps(arguments or {}, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+
+
+# -- request parsers --------------------------------------------------------------------------------------------------
+
+
+def _openai_in(kwargs: Mapping[str, Any], provider: str, model: str | None = None) -> ChatIn:
+    """OpenAI chat-completions shape (also llama-cpp-python and Ollama's /api/chat, whose messages match)."""
+    chat = ChatIn(provider=provider, model=model or kwargs.get("model"))
+    first_user = True
+    for index, msg in enumerate(kwargs.get("messages") or ()):
+        role = _get(msg, "role")
+        text = _text_of(_get(msg, "content"))
+        calls = _get(msg, "tool_calls") or ()
+        if calls:
+            text += compact_json(
+                [
+                    {
+                        "name": _get(_get(c, "function") or {}, "name"),
+                        "arguments": _get(_get(c, "function"), "arguments"),
+                    }
+                    for c in calls
+                ]
+            )
+        if role in ("system", "developer"):
+            chat.pieces.append((Origin.SYSTEM, "system", text))
+        elif role == "tool":
+            chat.pieces.append((Origin.TOOL_RESULTS, str(_get(msg, "tool_call_id") or f"msg:{index}"), text))
+        elif role == "user" and first_user:
+            first_user = False
+            chat.pieces.append((Origin.USER, "prompt", text))
+        else:
+            if role == "assistant":
+                chat.assistant_turns += 1
+            chat.pieces.append((Origin.HISTORY, f"msg:{index}", text))
+    for tool in kwargs.get("tools") or ():
+        fn = _get(tool, "function") or tool
+        name = str(_get(fn, "name"))
+        chat.tool_names.append(name)
+        chat.pieces.append(
+            (Origin.SCHEMAS, name, tool_text(name, _get(fn, "description"), _get(fn, "parameters")))
+        )
+    return chat
+
+
+def _anthropic_in(kwargs: Mapping[str, Any], provider: str = "anthropic") -> ChatIn:
+    chat = ChatIn(provider=provider, model=kwargs.get("model"))
+    system = kwargs.get("system")
+    if system:
+        chat.pieces.append((Origin.SYSTEM, "system", _text_of(system)))
+    first_user = True
+    for index, msg in enumerate(kwargs.get("messages") or ()):
+        role = _get(msg, "role")
+        content = _get(msg, "content")
+        if role == "user" and not isinstance(content, str):
+            results = [b for b in content or () if _get(b, "type") == "tool_result"]
+            others = [b for b in content or () if _get(b, "type") != "tool_result"]
+            for block in results:
+                chat.pieces.append(
+                    (Origin.TOOL_RESULTS, str(_get(block, "tool_use_id")), _text_of(_get(block, "content")))
+                )
+            if not others:
+                continue
+            content = others
+        text = _text_of(content)
+        if role == "user" and first_user:
+            first_user = False
+            chat.pieces.append((Origin.USER, "prompt", text))
+        else:
+            if role == "assistant":
+                chat.assistant_turns += 1
+            chat.pieces.append((Origin.HISTORY, f"msg:{index}", text))
+    for tool in kwargs.get("tools") or ():
+        name = str(_get(tool, "name"))
+        chat.tool_names.append(name)
+        chat.pieces.append(
+            (Origin.SCHEMAS, name, tool_text(name, _get(tool, "description"), _get(tool, "input_schema")))
+        )
+    return chat
+
+
+# -- response parsers -------------------------------------------------------------------------------------------------
+
+
+def _openai_out(resp: Any) -> ChatOut:
+    choice = (_get(resp, "choices") or [None])[0]
+    message = _get(choice, "message") or {}
+    out = ChatOut(
+        text=_text_of(_get(message, "content")),
+        finish_reason=_get(choice, "finish_reason"),
+        model=_get(resp, "model"),
+        response_id=_get(resp, "id"),
+    )
+    for i, c in enumerate(_get(message, "tool_calls") or ()):
+        fn = _get(c, "function") or {}
+        out.tool_calls.append(
+            ToolCall(
+                str(_get(c, "id") or f"call_{i}"), str(_get(fn, "name")), _parse_args(_get(fn, "arguments"))
+            )
+        )
+    usage = _get(resp, "usage")
+    if usage is not None:
+        out.tokens_in = _get(usage, "prompt_tokens")
+        out.tokens_out = _get(usage, "completion_tokens")
+        details = _get(usage, "prompt_tokens_details")
+        if details is not None:
+            out.cache_read = _get(details, "cached_tokens")
+    return out
+
+
+def _anthropic_out(resp: Any) -> ChatOut:
+    out = ChatOut(
+        finish_reason=_get(resp, "stop_reason"), model=_get(resp, "model"), response_id=_get(resp, "id")
+    )
+    texts: list[str] = []
+    for block in _get(resp, "content") or ():
+        kind = _get(block, "type")
+        if kind == "tool_use":
+            out.tool_calls.append(
+                ToolCall(str(_get(block, "id")), str(_get(block, "name")), _get(block, "input"))
+            )
+        elif kind == "text":
+            texts.append(str(_get(block, "text") or ""))
+    out.text = "\n".join(texts)
+    usage = _get(resp, "usage")
+    if usage is not None:
+        plain = _get(usage, "input_tokens")
+        out.cache_read = _get(usage, "cache_read_input_tokens")
+        out.cache_write = _get(usage, "cache_creation_input_tokens")
+        if plain is not None:
+            out.tokens_in = plain + (out.cache_read or 0) + (out.cache_write or 0)
+        out.tokens_out = _get(usage, "output_tokens")
+    return out
+
+
+_ollama_seq = iter(range(1, 1 << 62))
+
+
+def _ollama_out(resp: Any) -> ChatOut:
+    """Ollama ``/api/chat`` (non-streaming): prompt_eval_count/eval_count and the prefill duration in ns."""
+    message = _get(resp, "message") or {}
+    out = ChatOut(
+        text=_text_of(_get(message, "content")),
+        finish_reason=_get(resp, "done_reason"),
+        model=_get(resp, "model"),
+        tokens_in=_get(resp, "prompt_eval_count"),
+        tokens_out=_get(resp, "eval_count"),
+    )
+    prefill = _get(resp, "prompt_eval_duration")
+    if isinstance(prefill, int | float):
+        out.prompt_ms = prefill / 1e6
+    for c in _get(message, "tool_calls") or ():
+        fn = _get(c, "function") or {}
+        call_id = _get(c, "id") or f"ollama-{next(_ollama_seq)}"  # older Ollama versions give no ids
+        out.tool_calls.append(
+            ToolCall(str(call_id), str(_get(fn, "name")), _parse_args(_get(fn, "arguments")))
+        )
+    if out.tool_calls and out.finish_reason in (None, "stop"):
+        out.finish_reason = "tool_calls"
+    return out
+
+
+_REQUEST: dict[Wire, Callable[[Mapping[str, Any], str, str | None], ChatIn]] = {
+    "openai": _openai_in,
+    "ollama": _openai_in,
+    "anthropic": lambda kw, provider, _model: _anthropic_in(kw, provider),
+}
+_RESPONSE: dict[Wire, Callable[[Any], ChatOut]] = {
+    "openai": _openai_out,
+    "ollama": _ollama_out,
+    "anthropic": _anthropic_out,
+}
+
+
+# -- tool-call join ---------------------------------------------------------------------------------------------------
+
+
+class _Join:
+    """(tool name, canonical arguments) → tool-call ids the model produced, oldest first (bounded)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: OrderedDict[tuple[str, str], deque[str]] = OrderedDict()
+        self.servers: dict[str, str] = {}
+
+    def add(self, name: str, arguments: Any, call_id: str) -> None:
+        key = (name, _canonical(arguments))
+        with self.lock:
+            self.calls.setdefault(key, deque()).append(call_id)
+            self.calls.move_to_end(key)
+            while len(self.calls) > _MAX_JOIN:
+                self.calls.popitem(last=False)
+
+    def take(self, name: str, arguments: Any) -> str | None:
+        with self.lock:
+            if not self.calls:
+                return None
+        key = (name, _canonical(arguments))
+        with self.lock:
+            ids = self.calls.get(key)
+            if not ids:
+                return None
+            call_id = ids.popleft()
+            if not ids:
+                del self.calls[key]
+            return call_id
+
+    def clear(self) -> None:
+        with self.lock:
+            self.calls.clear()
+            self.servers.clear()
+
+
+_join = _Join()
+
+
+def take_tool_call_id(tool: str, arguments: Mapping[str, Any] | None) -> str | None:
+    """The id of the model's pending tool call with this name and these arguments (consumed), or None."""
+    return _join.take(tool, arguments)
+
+
+def note_tools(server: str, tools: Sequence[str]) -> None:
+    """Remember which MCP server offers which tool, so schema parts get ``<server>/<tool>`` keys."""
+    with _join.lock:
+        for name in tools:
+            _join.servers[name] = server
+
+
+# -- events -----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Clock:
+    wall_ns: int
+    mono_ns: int
+
+    @classmethod
+    def now(cls) -> _Clock:
+        return cls(time.time_ns(), time.perf_counter_ns())
+
+
+_tokenizer_cache: dict[str | None, Any] = {}
+
+
+def _tokenizer_for(model: str | None) -> Any:
+    """The model's own tokenizer when promcp knows it, else the footprint tokenizer ``instrument()`` was given."""
+    tok = _tokenizer_cache.get(model)
+    if tok is not None:
+        return tok
+    from promcp import tokenizers
+    from promcp.errors import TokenizerError
+
+    try:
+        tok = tokenizers.get(tokenizers.for_model(model, default="")) if model else None
+    except TokenizerError:  # e.g. a .gguf label whose file is not here: fall back, do not lose the event
+        tok = None
+    if tok is None:
+        from promcp.shims import _mcp
+
+        tok = getattr(getattr(_mcp, "settings", None), "tokenizer", None) or tokenizers.get("o200k_base")
+    _tokenizer_cache[model] = tok
+    return tok
+
+
+def _span_start(chat: ChatIn) -> Any:
+    try:
+        from promcp.shims import _spans
+
+        tracer = getattr(_spans, "_tracer", None)
+    except ImportError:  # pragma: no cover - the MCP side is optional for LLM wrappers
+        tracer = None
+    if tracer is None:
+        return None
+    from opentelemetry.trace import SpanKind
+
+    return tracer.start_span(
+        f"chat {chat.model}" if chat.model else "chat",
+        kind=SpanKind.CLIENT,
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": chat.provider,
+            **({"gen_ai.request.model": chat.model} if chat.model else {}),
+        },
+    )
+
+
+def _ids(span: Any) -> dict[str, Any]:
+    if span is None:
+        return {}
+    ctx = span.get_span_context()
+    if not ctx.is_valid:
+        return {}
+    parent = getattr(span, "parent", None)
+    return {
+        "trace_id": f"{ctx.trace_id:032x}",
+        "span_id": f"{ctx.span_id:016x}",
+        "parent_span_id": f"{parent.span_id:016x}" if parent is not None else None,
+    }
+
+
+def _emit(
+    rec: Recorder,
+    chat: ChatIn,
+    out: ChatOut | None,
+    start: _Clock,
+    end: _Clock,
+    span: Any,
+    exc: BaseException | None,
+) -> None:
+    sc = current_scope()
+    rnd = sc.round or chat.assistant_turns + 1
+    stage_in = Stage.S1 if rnd == 1 else Stage.S5
+    model = (out.model if out else None) or chat.model
+    provider = chat.provider
+    ids = _ids(span)
+    total_ms = (end.mono_ns - start.mono_ns) / 1e6
+    for tc in out.tool_calls if out else ():
+        _join.add(tc.name, tc.arguments, tc.id)
+    with _join.lock:
+        servers = dict(_join.servers)
+    if span is not None:
+        _end_span(span, out, exc)
+
+    def build_in() -> Event:
+        tok = _tokenizer_for(chat.model)
+        parts = []
+        for origin, key, text in chat.pieces:
+            if origin is Origin.SCHEMAS and key in servers:
+                key = f"{servers[key]}/{key}"
+            parts.append(Part(origin, key, tok.count(text)))
+        local = sum(p.tokens for p in parts)
+        attrs: dict[str, Any] = {"n_tools": len(chat.tool_names), "source": "instrument"}
+        token_source = tok.source
+        if out is not None and out.tokens_in is not None:
+            token_source = TokenSource.PROVIDER
+            if out.tokens_in != local:
+                attrs["tokens_in_estimate"] = local
+                attrs["origin_scale"] = round(out.tokens_in / local, 6) if local else None
+                parts = scale_parts(parts, out.tokens_in)
+        if out is not None and (out.cache_read or out.cache_write):
+            attrs["cache_read_tokens"] = out.cache_read
+            attrs["cache_write_tokens"] = out.cache_write
+        prompt_ms = out.prompt_ms if out is not None else None
+        if prompt_ms is not None:
+            prompt_ms = min(prompt_ms, total_ms)
+        split = start.wall_ns + int((prompt_ms or 0.0) * 1e6)
+        status, error_type = (Status.OK, None) if exc is None else _failure(exc)
+        return Event(
+            stage=stage_in,
+            round=rnd,
+            model=model,
+            provider=provider,
+            parts=parts,
+            token_source=token_source,
+            tokenizer=tok.name,
+            t_start_ns=start.wall_ns,
+            t_end_ns=split if prompt_ms is not None else start.wall_ns,
+            latency_ms=prompt_ms,
+            timing_quality=TimingQuality.EXACT if prompt_ms is not None else TimingQuality.NONE,
+            status=status,
+            error_type=error_type,
+            attrs=attrs,
+            **ids,
+        )
+
+    rec.emit_later(build_in)
+
+    def build_out() -> Event:
+        attrs: dict[str, Any] = {"source": "instrument"}
+        if exc is not None or out is None:
+            status, error_type = _failure(exc) if exc is not None else (Status.ERROR, "unparsed_response")
+            return Event(
+                stage=Stage.S6,
+                round=rnd,
+                model=model,
+                provider=provider,
+                t_start_ns=start.wall_ns,
+                t_end_ns=max(end.wall_ns, start.wall_ns),
+                latency_ms=total_ms,
+                status=status,
+                error_type=error_type,
+                resp_preview=f"{type(exc).__name__}: {exc}" if exc is not None else None,
+                attrs=attrs,
+                **ids,
+            )
+        calls = out.tool_calls
+        stage_out = Stage.S2 if calls else Stage.S6
+        attrs["finish_reason"] = out.finish_reason
+        if out.response_id:
+            attrs["response_id"] = out.response_id
+        if len(calls) > 1:
+            attrs["tool_call_ids"] = [c.id for c in calls]
+        text = (
+            json.dumps([{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False)
+            if calls
+            else out.text
+        )
+        tok = _tokenizer_for(chat.model)
+        tokens_out, source = out.tokens_out, TokenSource.PROVIDER
+        if tokens_out is None:
+            tokens_out, source = tok.count(text), tok.source
+        if stage_out is Stage.S6:
+            attrs["content"] = rec.put_text("answer", text)
+        prompt_ms = min(out.prompt_ms, total_ms) if out.prompt_ms is not None else None
+        split = start.wall_ns + int((prompt_ms or 0.0) * 1e6)
+        return Event(
+            stage=stage_out,
+            round=rnd,
+            model=model,
+            provider=provider,
+            tokens_out=tokens_out,
+            token_source=source,
+            tokenizer=tok.name,
+            t_start_ns=split,
+            t_end_ns=max(end.wall_ns, split),
+            latency_ms=max(total_ms - (prompt_ms or 0.0), 0.0),
+            tool_call_id=calls[0].id if calls else None,
+            tool=calls[0].name if calls else None,
+            resp_preview=text,
+            attrs=attrs,
+            **ids,
+        )
+
+    rec.emit_later(build_out)
+
+
+def _failure(exc: BaseException) -> tuple[Status, str]:
+    name = type(exc).__name__
+    if "timeout" in name.lower():
+        return Status.TIMEOUT, "timeout"
+    if "cancel" in name.lower():
+        return Status.CANCELLED, "cancelled"
+    return Status.ERROR, name
+
+
+def _end_span(span: Any, out: ChatOut | None, exc: BaseException | None) -> None:
+    from opentelemetry.trace import StatusCode
+
+    attrs: dict[str, Any] = {}
+    if out is not None:
+        if out.model:
+            attrs["gen_ai.response.model"] = out.model
+        if out.response_id:
+            attrs["gen_ai.response.id"] = out.response_id
+        if out.finish_reason:
+            attrs["gen_ai.response.finish_reasons"] = [str(out.finish_reason)]
+        if out.tokens_in is not None:
+            attrs["gen_ai.usage.input_tokens"] = out.tokens_in
+        if out.tokens_out is not None:
+            attrs["gen_ai.usage.output_tokens"] = out.tokens_out
+        if out.cache_read:
+            attrs["gen_ai.usage.cache_read.input_tokens"] = out.cache_read
+        if out.cache_write:
+            attrs["gen_ai.usage.cache_creation.input_tokens"] = out.cache_write
+        attrs["promcp.stage"] = "S2" if out.tool_calls else "S6"
+        if out.tool_calls:
+            attrs["gen_ai.tool.call.id"] = out.tool_calls[0].id
+    if exc is not None:
+        attrs["error.type"] = type(exc).__name__
+        span.set_status(StatusCode.ERROR, str(exc))
+    span.set_attributes(attrs)
+    span.end()
+
+
+# -- wrapping ---------------------------------------------------------------------------------------------------------
+
+
+def record_chat(
+    *,
+    provider: str,
+    request: Mapping[str, Any],
+    response: Any = None,
+    error: BaseException | None = None,
+    wire: Wire = "openai",
+    model: str | None = None,
+    started_ns: int | None = None,
+    ended_ns: int | None = None,
+    recorder: Recorder | None = None,
+) -> None:
+    """Record one chat call the host made itself (``request`` = the keyword arguments / JSON body it sent).
+
+    ``wire`` names the request/response shape: ``openai`` (also llama-cpp-python's ``create_chat_completion`` and
+    any OpenAI-compatible server), ``ollama`` (``/api/chat``), ``anthropic``. ``started_ns``/``ended_ns`` are
+    ``time.perf_counter_ns()`` readings around the call (default: now, i.e. no latency).
+    """
+    rec = recorder or current_recorder()
+    if rec is None:
+        return
+    now_mono, now_wall = time.perf_counter_ns(), time.time_ns()
+    end_mono = ended_ns if ended_ns is not None else now_mono
+    start_mono = started_ns if started_ns is not None else end_mono
+    start = _Clock(now_wall - (now_mono - start_mono), start_mono)
+    end = _Clock(now_wall - (now_mono - end_mono), end_mono)
+    chat = _REQUEST[wire](request, provider, model)
+    out = _RESPONSE[wire](response) if response is not None and error is None else None
+    _emit(rec, chat, out, start, end, None, error)
+
+
+def _begin(wire: Wire, provider: str, model: str | None, kwargs: Mapping[str, Any]) -> tuple[ChatIn, Any]:
+    chat = _REQUEST[wire](kwargs, provider, model)
+    return chat, guard(_span_start, chat)
+
+
+def _done(
+    rec: Recorder, wire: Wire, pre: tuple[ChatIn, Any], start: _Clock, resp: Any, exc: BaseException | None
+) -> None:
+    chat, span = pre
+    out = _RESPONSE[wire](resp) if exc is None else None
+    _emit(rec, chat, out, start, _Clock.now(), span, exc)
+
+
+def wrap_chat(
+    fn: Callable[..., Any], *, provider: str, wire: Wire = "openai", model: str | None = None
+) -> Callable[..., Any]:
+    """Wrap a chat function (sync or async) whose keyword arguments are the request and whose return value is the
+    response in ``wire`` shape. Streaming calls (``stream=True``) are passed through unrecorded."""
+    if getattr(fn, "__promcp_wrapped__", False):
+        return fn
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            rec = current_recorder()
+            if rec is None or kwargs.get("stream"):
+                return await fn(*args, **kwargs)
+            pre = guard(_begin, wire, provider, model, kwargs)
+            start = _Clock.now()
+            try:
+                resp = await fn(*args, **kwargs)
+            except BaseException as exc:
+                if pre is not None:
+                    guard(_done, rec, wire, pre, start, None, exc)
+                raise
+            if pre is not None:
+                guard(_done, rec, wire, pre, start, resp, None)
+            return resp
+
+        async_wrapper.__promcp_wrapped__ = True  # type: ignore[attr-defined]
+        return async_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        rec = current_recorder()
+        if rec is None or kwargs.get("stream"):
+            return fn(*args, **kwargs)
+        pre = guard(_begin, wire, provider, model, kwargs)
+        start = _Clock.now()
+        try:
+            resp = fn(*args, **kwargs)
+        except BaseException as exc:
+            if pre is not None:
+                guard(_done, rec, wire, pre, start, None, exc)
+            raise
+        if pre is not None:
+            guard(_done, rec, wire, pre, start, resp, None)
+        return resp
+
+    wrapper.__promcp_wrapped__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _provider_of(client: Any, default: str) -> str:
+    """``openai`` for api.openai.com; else the base URL's host (an OpenAI-compatible server is not OpenAI)."""
+    base = str(getattr(client, "base_url", "") or "")
+    if not base or "api.openai.com" in base or "api.anthropic.com" in base:
+        return default
+    from urllib.parse import urlsplit
+
+    return urlsplit(base).hostname or default
+
+
+def wrap_openai(client: Any) -> Any:
+    """Record this OpenAI (or AsyncOpenAI) client's ``chat.completions.create`` calls; returns the client."""
+    completions = client.chat.completions
+    completions.create = wrap_chat(completions.create, provider=_provider_of(client, "openai"), wire="openai")
+    return client
+
+
+def wrap_anthropic(client: Any) -> Any:
+    """Record this Anthropic (or AsyncAnthropic) client's ``messages.create`` calls; returns the client."""
+    messages = client.messages
+    messages.create = wrap_chat(messages.create, provider="anthropic", wire="anthropic")
+    return client
+
+
+def _patch_method(patches: Patches, cls: Any, wire: Wire, provider: str) -> None:
+    """Patch ``cls.create`` (an SDK resource class) so every instance's calls are recorded."""
+    orig = cls.__dict__["create"]
+    is_async = inspect.iscoroutinefunction(orig)
+
+    def owner_provider(self: Any) -> str:
+        client = getattr(self, "_client", None)
+        return _provider_of(client, provider) if client is not None else provider
+
+    if is_async:
+
+        @functools.wraps(orig)
+        async def acreate(self: Any, *args: Any, **kwargs: Any) -> Any:
+            bound = wrap_chat(functools.partial(_acall, orig, self), provider=owner_provider(self), wire=wire)
+            return await bound(*args, **kwargs)
+
+        patches.set(cls, "create", acreate)
+    else:
+
+        @functools.wraps(orig)
+        def create(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return wrap_chat(functools.partial(orig, self), provider=owner_provider(self), wire=wire)(
+                *args, **kwargs
+            )
+
+        patches.set(cls, "create", create)
+
+
+async def _acall(orig: Callable[..., Any], self: Any, *args: Any, **kwargs: Any) -> Any:
+    return await orig(self, *args, **kwargs)
 
 
 def install(patches: Patches) -> None:
-    del patches
+    """Patch the OpenAI and Anthropic SDKs when installed, and plug the tool-call join into the MCP shim."""
+    if importlib.util.find_spec("openai") is not None:
+        from openai.resources.chat import completions as oc
+
+        _patch_method(patches, oc.Completions, "openai", "openai")
+        _patch_method(patches, oc.AsyncCompletions, "openai", "openai")
+    if importlib.util.find_spec("anthropic") is not None:
+        from anthropic.resources import messages as am
+
+        _patch_method(patches, am.Messages, "anthropic", "anthropic")
+        _patch_method(patches, am.AsyncMessages, "anthropic", "anthropic")
+    from promcp.shims import _mcp
+
+    if hasattr(_mcp, "tool_call_lookup"):
+        patches.set(_mcp, "tool_call_lookup", take_tool_call_id)
 
 
 def reset() -> None:
-    pass
+    """Forget pending tool calls, tool→server names and tokenizer choices (uninstrument)."""
+    _join.clear()
+    _tokenizer_cache.clear()

@@ -1,0 +1,194 @@
+"""LLM client wrappers (promcp.shims._llm): the real OpenAI / Anthropic SDK clients against stub HTTP servers on
+127.0.0.1, and the host-side helpers for llama.cpp / Ollama shaped calls. Asserts S1/S2/S5/S6 events, origin parts
+scaled to provider usage, and the join of a model tool call to the MCP tools/call id table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from promcp.recorder import Recorder
+from promcp.shims import _llm
+from promcp.shims._patch import Patches
+from tests.stubs.llm_http import (
+    Reply,
+    StubServer,
+    anthropic_reply,
+    ollama_reply,
+    openai_text,
+    openai_tool_call,
+)
+
+TOOLS_OPENAI = [
+    {
+        "type": "function",
+        "function": {
+            "name": "echo",
+            "description": "Return the text unchanged.",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+        },
+    }
+]
+TOOLS_ANTHROPIC = [
+    {
+        "name": "echo",
+        "description": "Return the text unchanged.",
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    }
+]
+
+
+def _events(rec: Recorder) -> list[dict[str, Any]]:
+    path = rec.close()
+    assert path is not None
+    rows = pq.read_table(path).to_pylist()
+    for r in rows:
+        if isinstance(r.get("attrs"), str):
+            r["attrs"] = json.loads(r["attrs"])
+    return sorted(rows, key=lambda r: r["seq"])
+
+
+@pytest.fixture
+def rec(tmp_path: Path) -> Iterator[Recorder]:
+    recorder = Recorder(tmp_path / "traces", topology="c-cust", fsync="never")
+    with recorder.activate():
+        yield recorder
+    recorder.close()
+    _llm.reset()
+
+
+def test_openai_sdk_two_rounds_with_join(rec: Recorder) -> None:
+    openai = pytest.importorskip("openai")
+    replies = [
+        Reply(200, openai_tool_call("echo", '{"text": "hi"}', call_id="call_42")),
+        Reply(200, openai_text("hi")),
+    ]
+    with StubServer(replies) as stub:
+        client = _llm.wrap_openai(openai.OpenAI(base_url=stub.url + "/v1", api_key="sk-test", max_retries=0))
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Echo hi please."},
+        ]
+        first = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS_OPENAI)
+        assert first.choices[0].message.tool_calls[0].id == "call_42"  # the traced call is unchanged
+        assert _llm.take_tool_call_id("echo", {"text": "hi"}) == "call_42"
+        assert _llm.take_tool_call_id("echo", {"text": "hi"}) is None  # consumed once
+        messages += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [first.choices[0].message.tool_calls[0].model_dump()],
+            },
+            {"role": "tool", "tool_call_id": "call_42", "content": "hi"},
+        ]
+        client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS_OPENAI)
+    ev = _events(rec)
+    assert [e["stage"] for e in ev] == ["S1", "S2", "S5", "S6"]
+    s1, s2, s5, s6 = ev
+    assert s1["round"] == s2["round"] == 1 and s5["round"] == s6["round"] == 2
+    # provider usage is ground truth: 412 input tokens, origins scaled to it and summing to it
+    assert s1["tokens_in"] == 412 and s1["token_source"] == "provider"
+    assert (
+        s1["in_system"] + s1["in_schemas"] + s1["in_user"] + s1["in_history"] + s1["in_tool_results"] == 412
+    )
+    assert s1["in_schemas"] > 0 and s1["in_user"] > 0 and s1["in_tool_results"] == 0
+    assert s1["attrs"]["tokens_in_estimate"] > 0 and s1["attrs"]["cache_read_tokens"] == 256
+    assert s1["timing_quality"] == "none" and s1["latency_ms"] is None
+    assert s2["tokens_out"] == 23 and s2["tool_call_id"] == "call_42" and s2["tool"] == "echo"
+    assert s2["latency_ms"] > 0 and s2["provider"] == "127.0.0.1"  # an OpenAI-compatible server, not OpenAI
+    assert s5["in_tool_results"] > 0 and s5["in_history"] > 0
+    keys = {p[1] if isinstance(p, list) else p["key"] for p in s5["parts"]}
+    assert {"system", "prompt", "echo", "call_42"} <= keys
+    assert s6["tokens_out"] == 12 and s6["attrs"]["finish_reason"] == "stop"
+
+
+def test_anthropic_sdk_patched_classwide(rec: Recorder) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    block = {"type": "tool_use", "id": "toolu_01", "name": "echo", "input": {"text": "x"}}
+    replies = [Reply(200, anthropic_reply([block], stop="tool_use", cache_read=100, cache_write=20))]
+    original = anthropic.resources.messages.Messages.create
+    patches = Patches()
+    _llm.install(patches)
+    assert anthropic.resources.messages.Messages.create is not original
+    try:
+        with StubServer(replies) as stub:
+            client = anthropic.Anthropic(base_url=stub.url, api_key="sk-ant-test", max_retries=0)
+            resp = client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=100,
+                system="Be brief.",
+                messages=[{"role": "user", "content": "echo x"}],
+                tools=TOOLS_ANTHROPIC,
+            )
+            assert resp.content[0].id == "toolu_01"
+    finally:
+        patches.undo()
+    assert anthropic.resources.messages.Messages.create is original  # undone
+    s1, s2 = _events(rec)
+    assert (s1["stage"], s2["stage"]) == ("S1", "S2")
+    assert s1["tokens_in"] == 472 + 100 + 20  # input + cache read + cache write
+    assert s1["attrs"]["cache_write_tokens"] == 20
+    assert s2["tool_call_id"] == "toolu_01" and s2["tokens_out"] == 41
+    assert _llm.take_tool_call_id("echo", {"text": "x"}) == "toolu_01"
+
+
+def test_sdk_error_is_recorded_and_reraised(rec: Recorder) -> None:
+    openai = pytest.importorskip("openai")
+    with StubServer([Reply(500, {"error": {"message": "boom", "type": "server_error"}})]) as stub:
+        client = _llm.wrap_openai(openai.OpenAI(base_url=stub.url + "/v1", api_key="k", max_retries=0))
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "q"}])
+    s1, s6 = _events(rec)
+    assert s1["status"] == "error" and s6["status"] == "error"
+    assert s6["error_type"] == "InternalServerError" and s6["latency_ms"] > 0
+
+
+def test_ollama_native_prefill_split(rec: Recorder) -> None:
+    body = ollama_reply(tool=("echo", {"text": "a"}))
+    request = {
+        "model": "qwen2.5:7b",
+        "messages": [{"role": "user", "content": "say a"}],
+        "tools": TOOLS_OPENAI,
+    }
+    _llm.record_chat(
+        provider="ollama", wire="ollama", request=request, response=body, started_ns=0, ended_ns=3_000_000_000
+    )
+    s1, s2 = _events(rec)
+    assert s1["latency_ms"] == pytest.approx(640.0) and s1["timing_quality"] == "exact"
+    assert s2["latency_ms"] == pytest.approx(3000.0 - 640.0)
+    assert s1["tokens_in"] == 301 and s2["tokens_out"] == 19
+    assert s2["stage"] == "S2" and s2["tool_call_id"].startswith("ollama-")
+
+
+def test_wrap_chat_llama_cpp_shape_counts_locally(rec: Recorder) -> None:
+    def create_chat_completion(
+        **kwargs: Any,
+    ) -> dict[str, Any]:  # llama-cpp-python returns an OpenAI-shaped dict
+        return {"choices": [{"message": {"role": "assistant", "content": "four"}, "finish_reason": "stop"}]}
+
+    fn = _llm.wrap_chat(create_chat_completion, provider="llama.cpp", model="smollm2.gguf")
+    assert fn(messages=[{"role": "user", "content": "2+2?"}])["choices"][0]["message"]["content"] == "four"
+    s1, s6 = _events(rec)
+    assert s1["token_source"] == "tokenizer" and s1["tokens_in"] == s1["in_user"] > 0
+    assert s1["tokenizer"] == "o200k_base"  # the .gguf file is not here: the footprint tokenizer counts
+    assert s6["stage"] == "S6" and s6["tokens_out"] > 0 and s6["token_source"] == "tokenizer"
+
+
+def test_tracing_failure_never_breaks_the_call(rec: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("forced failure inside the hook")
+
+    monkeypatch.setitem(_llm._REQUEST, "openai", boom)
+    monkeypatch.setitem(_llm._RESPONSE, "openai", boom)
+    fn = _llm.wrap_chat(lambda **kw: {"ok": kw["x"]}, provider="p")
+    assert fn(x=7) == {"ok": 7}
+    assert _events(rec) == []
