@@ -13,7 +13,7 @@ from promcp.collectors._build import Builder
 from promcp.collectors._detect import FORMATS, detect_format
 from promcp.collectors._model import Conversation
 from promcp.collectors._problems import Problems
-from promcp.collectors._stream import SanitizedReader, iter_array, iter_jsonl, to_ns
+from promcp.collectors._stream import SanitizedReader, as_text, iter_array, iter_jsonl, to_ns
 from promcp.errors import ImportFormatError
 from promcp.events import Event, Topology
 
@@ -77,20 +77,50 @@ def _file_conversations(
             done[1] += 1
             offset = None if jsonl else reader.consumed
             line = reader.line if jsonl else None
-            try:
-                yield parse(doc, problems, index, offset)
-            except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-                cid = doc.get("uuid") or doc.get("id") if isinstance(doc, dict) else None
-                problems.add(
-                    "skipped",
-                    f"conversation {index} not parsed: {exc}",
-                    conversation=str(cid) if cid else f"#{index}",
-                    offset=offset,
-                    line=line,
-                )
+            conv = parse_guarded(parse, doc, problems, index, offset, line)
+            if conv is not None:
+                yield conv
             if progress:
                 progress(done[0], done[1])
     done[0] = max(done[0], base)
+
+
+def parse_guarded(
+    parse: Callable[[Any, Problems, int, int | None], Conversation],
+    doc: Any,
+    problems: Problems,
+    index: int,
+    offset: int | None,
+    line: int | None = None,
+) -> Conversation | None:
+    """Parse one conversation; a shape no parser expected is reported (with where) and skipped, never raised."""
+    try:
+        return parse(doc, problems, index, offset)
+    except Exception as exc:  # the boundary: one odd conversation never costs the others
+        cid = (
+            (doc.get("uuid") or doc.get("conversation_id") or doc.get("id"))
+            if isinstance(doc, dict)
+            else None
+        )
+        problems.add(
+            "skipped",
+            f"conversation {index} not parsed ({type(exc).__name__}: {exc})",
+            conversation=as_text(cid) or f"#{index}",
+            offset=offset,
+            line=line,
+        )
+        return None
+
+
+def build_guarded(builder: Builder, conv: Conversation, problems: Problems) -> list[Event] | None:
+    """The events of one conversation, or None (reported) when they cannot be built."""
+    try:
+        return list(builder.events(conv))
+    except Exception as exc:  # the boundary, as in parse_guarded
+        problems.add(
+            "skipped", f"events could not be built ({type(exc).__name__}: {exc})", conversation=conv.id
+        )
+        return None
 
 
 def parse_path(
@@ -195,7 +225,7 @@ def import_path(
                 for event in events:
                     emit(event)
                 summary.events += len(events)
-                summary.tasks += len(conv.tasks)
+                summary.tasks += len({e.task_id for e in events})
                 summary.imported += 1
         finally:
             if recorder is not None:

@@ -28,7 +28,8 @@ def active_path(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
         roots = [n for n in mapping.values() if isinstance(n, dict) and not n.get("parent")]
         node = roots[0] if roots else None
         while isinstance(node, dict) and isinstance(node.get("children"), list) and node["children"]:
-            nxt = mapping.get(node["children"][-1])
+            last = node["children"][-1]
+            nxt = mapping.get(last) if isinstance(last, str) else None
             if not isinstance(nxt, dict):
                 break
             node = nxt
@@ -46,10 +47,13 @@ def active_path(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
 def content_text(content: Any) -> str:
     if not isinstance(content, dict):
         return as_text(content)
-    kind = content.get("content_type")
+    kind = as_text(content.get("content_type"))
     if kind in ("text", "multimodal_text"):
         parts = content.get("parts")
-        return "\n".join(as_text(p) if isinstance(p, str) else "[attachment]" for p in parts or [])
+        return "\n".join(
+            as_text(p) if isinstance(p, str) else "[attachment]"
+            for p in (parts if isinstance(parts, list) else [parts])
+        )
     if kind in ("code", "execution_output", "tether_quote", "tether_browsing_display", "system_error"):
         return as_text(content.get("text") or content.get("result"))
     if kind == "thoughts":
@@ -119,11 +123,11 @@ def parse_conversation(
     anchor: int | None = None
     for msg in active_path(mapping, doc.get("current_node")):
         author = msg.get("author") if isinstance(msg.get("author"), dict) else {}
-        role = author.get("role")
+        role = as_text(author.get("role"))
         meta = msg.get("metadata") if isinstance(msg.get("metadata"), dict) else {}
         content = msg.get("content")
         text = content_text(content)
-        kind = content.get("content_type") if isinstance(content, dict) else None
+        kind = as_text(content.get("content_type")) if isinstance(content, dict) else None
         if (
             role == "system"
             or meta.get("is_visually_hidden_from_conversation")

@@ -28,8 +28,8 @@ def active_branch(messages: list[Any], leaf_id: Any = None) -> tuple[list[dict[s
     """The messages of the current branch, oldest first, and how many were left off it."""
     msgs = [m for m in messages if isinstance(m, dict)]
     if any(m.get("parent_message_uuid") for m in msgs):
-        by_id = {m.get("uuid"): m for m in msgs}
-        leaf = by_id.get(leaf_id) if leaf_id else None
+        by_id = {as_text(m.get("uuid")): m for m in msgs}
+        leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
         node: dict[str, Any] | None = leaf if leaf is not None else (msgs[-1] if msgs else None)
         chain: list[dict[str, Any]] = []
         seen: set[int] = set()
@@ -79,7 +79,7 @@ def result_text(block: dict[str, Any]) -> str:
     pieces: list[str] = []
     for item in content if isinstance(content, list) else [content]:
         if isinstance(item, dict):
-            kind = item.get("type")
+            kind = as_text(item.get("type"))
             if kind == "knowledge":
                 pieces.append(
                     "\n".join(as_text(item.get(k)) for k in ("title", "url", "text") if item.get(k))
@@ -124,7 +124,7 @@ def parse_conversation(
     branch, conv.branches = active_branch(messages, doc.get("current_leaf_message_uuid"))
     task: Task | None = None
     for msg in branch:
-        sender = msg.get("sender")
+        sender = as_text(msg.get("sender"))
         blocks = msg.get("content") if isinstance(msg.get("content"), list) else []
         created = to_ns(msg.get("created_at"))
         if sender == "human":
@@ -164,7 +164,7 @@ def _human(
     for b in blocks:
         if not isinstance(b, dict):
             continue
-        kind = b.get("type")
+        kind = as_text(b.get("type"))
         if kind == "text":
             texts.append(as_text(b.get("text")))
         elif kind == "injected_prompt_block":
@@ -216,7 +216,7 @@ def _assistant(
     for b in blocks:
         if not isinstance(b, dict):
             continue
-        kind = b.get("type")
+        kind = as_text(b.get("type"))
         start, stop = to_ns(b.get("start_timestamp")), to_ns(b.get("stop_timestamp"))
         if kind in ("text", "thinking", "tool_use", "redacted_thinking") and (call is None or after_result):
             for use in waiting:

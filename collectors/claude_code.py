@@ -90,7 +90,7 @@ class _Session:
         if line.get("isSidechain") and not sidechain_file:
             self.sidechain += 1
             return
-        kind = line.get("type")
+        kind = as_text(line.get("type"))
         ts = to_ns(line.get("timestamp"))
         message = line.get("message") if isinstance(line.get("message"), dict) else {}
         if kind == "user" and not line.get("isMeta"):
@@ -171,7 +171,7 @@ class _Session:
         for block in message.get("content") if isinstance(message.get("content"), list) else []:
             if not isinstance(block, dict):
                 continue
-            kind = block.get("type")
+            kind = as_text(block.get("type"))
             key = f"{kind}:{block.get('id') or as_text(block.get('text') or block.get('thinking'))[:200]}"
             if key in seen:
                 continue

@@ -149,7 +149,7 @@ def test_cli_writes_dataset_readable_by_analysis(tmp_path: Path) -> None:
             str(tmp_path),
             "--quiet",
             "--since",
-            "2026-01-01",
+            "2025-06-01",
         ]
     )
     assert rc == 0
