@@ -33,6 +33,7 @@ SERVER: Final[dict[str, Any]] = {
         "catalog": {"type": "string"},
         "responses": {"type": "string"},
         "replay_server": {"type": "string"},
+        "catalog_server": {"type": "string"},
     },
 }
 

@@ -284,13 +284,30 @@ class _Loader:
             for needed in ("catalog",):
                 if needed not in raw:
                     raise self.error(f"a replay server needs {needed!r}", key)
+            catalog = self.resolve_path(raw["catalog"])
+            responses = self.resolve_path(raw["responses"]) if "responses" in raw else None
+            replay_server = raw.get("catalog_server", raw.get("replay_server", name))
+            # promcp.servers.replay serves it; ``args`` go to that server (--latency-ms, --result-bytes, ...)
+            argv = ["-m", "promcp.servers.replay", "--catalog", catalog, "--server", replay_server]
+            argv += ["--responses", responses] if responses else []
+            argv += list(raw.get("args", ()))
+            url = start = None
+            if transport != "stdio":
+                port = port or free_port()
+                url = f"http://127.0.0.1:{port}/{'mcp' if transport == 'streamable_http' else 'sse'}"
+                argv += ["--transport", transport.replace("_", "-"), "--port", str(port)]
+                start = Command(command=sys.executable, args=tuple(argv))
             return ServerConfig(
                 name=name,
                 transport=transport,
                 mode=mode,
-                catalog=self.resolve_path(raw["catalog"]),
-                responses=self.resolve_path(raw["responses"]) if "responses" in raw else None,
-                replay_server=raw.get("replay_server", name),
+                command=Command(command=sys.executable, args=tuple(argv)) if transport == "stdio" else None,
+                url=url,
+                start=start,
+                port=port,
+                catalog=catalog,
+                responses=responses,
+                replay_server=replay_server,
                 line=self.lines.get(key),
             )
         if transport == "stdio":

@@ -132,6 +132,7 @@ class CallMeasure:
     status: Status
     error_type: str | None = None
     is_error: bool = False
+    synthetic: bool = False  # the result's _meta says "promcp/synthetic" (a replay server made it up)
 
 
 def call_events(
@@ -184,6 +185,8 @@ def call_events(
     attrs: dict[str, Any] = dict(extra_attrs or {})
     if m.is_error:
         attrs["is_error"] = True
+    if m.synthetic:
+        attrs["synthetic"] = True
 
     def build_s4() -> Event:
         if result_text is not None:

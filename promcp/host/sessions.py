@@ -165,6 +165,7 @@ class ServerConnection:
             status=outcome.status,
             error_type=outcome.error_type,
             is_error=outcome.is_error,
+            synthetic=result is not None and bool((result.meta or {}).get("promcp/synthetic")),
         )
         return outcome, measure
 
@@ -365,7 +366,9 @@ class ServerPool:
     ) -> None:
         cfg, policy = conn.config, self.policy
         deadline = time.monotonic() + policy.startup_timeout_s
-        attrs = {"attempt": attempt + 1}
+        attrs: dict[str, Any] = {"attempt": attempt + 1}
+        if cfg.mode == "replay":
+            attrs.update(mode="replay", catalog_server=cfg.replay_server)
 
         def left() -> float:
             return max(deadline - time.monotonic(), 0.001)
@@ -526,7 +529,7 @@ class ServerPool:
         )
 
     def _command(self, cfg: ServerConfig) -> Command:
-        if cfg.mode == "replay":
+        if cfg.mode == "replay" and cfg.command is None:
             args = [
                 "-m",
                 "promcp.servers.replay",

@@ -107,11 +107,17 @@ class LatencyModel:
             low = float(lo)
             high = float(hi) if hi else low
         except ValueError:
-            raise ConfigError(f"latency {spec!r} is not MS or LOW-HIGH (milliseconds)", key="--latency-ms") from None
+            raise ConfigError(
+                f"latency {spec!r} is not MS or LOW-HIGH (milliseconds)", key="--latency-ms"
+            ) from None
         if low < 0 or high < low:
             raise ConfigError(f"latency {spec!r}: need 0 <= LOW <= HIGH", key="--latency-ms")
         return cls(low, high, per_kb_ms)
 
     def delay_s(self, seed: int, result_bytes: int) -> float:
-        base = self.low_ms if self.high_ms == self.low_ms else random.Random(seed).uniform(self.low_ms, self.high_ms)
+        base = (
+            self.low_ms
+            if self.high_ms == self.low_ms
+            else random.Random(seed).uniform(self.low_ms, self.high_ms)
+        )
         return (base + self.per_kb_ms * result_bytes / 1024) / 1000

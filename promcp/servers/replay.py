@@ -24,9 +24,9 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from promcp.catalogs import CatalogServer, load_catalog
 from promcp.errors import PromcpError
@@ -65,7 +65,9 @@ class ReplayServer:
         )
         self.server.middleware.append(self._raw_tools_list)
 
-    async def _raw_tools_list(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def _raw_tools_list(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
         if ctx.method != "tools/list":
             return await call_next(ctx)
         result = dict(self.tools_result)
@@ -98,7 +100,9 @@ class ReplayServer:
         arguments = dict(params.arguments or {})
         result = self.answer(params.name, arguments)
         size = len(json.dumps(result, ensure_ascii=False))
-        delay = self.latency.delay_s(call_seed(self.catalog_server.name, params.name, arguments, self.seed), size)
+        delay = self.latency.delay_s(
+            call_seed(self.catalog_server.name, params.name, arguments, self.seed), size
+        )
         if delay > 0:
             await anyio.sleep(delay)
         return types.CallToolResult.model_validate(result)
@@ -114,10 +118,7 @@ async def _serve_stdio(server: Server[Any]) -> None:
 async def _serve_http(server: Server[Any], transport: str, host: str, port: int) -> None:
     import uvicorn
 
-    if transport == "streamable-http":
-        app = server.streamable_http_app(host=host)
-    else:
-        app = _sse_app(server)
+    app = server.streamable_http_app(host=host) if transport == "streamable-http" else _sse_app(server)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
 
 
