@@ -141,3 +141,57 @@ def test_invalid_json_arguments_are_answered_with_an_error(tmp_path: Path) -> No
     df = pa.load(out)
     s3 = df[df["stage"].astype(str) == "S3"].iloc[0]
     assert s3["status"] == "error" and s3["error_type"] == "invalid_arguments"
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.servers
+def test_default_benchmark_with_backend_override_and_npm_server(tmp_path: Path) -> None:
+    """The documented command: the repo's benchmark.yaml (llama-cpp in the file) run with ``--backend anthropic``
+    against the official npm server-everything over stdio."""
+    if not (REPO / "node_modules" / ".bin" / "mcp-server-everything").exists():
+        pytest.skip("npm servers not installed (make install)")
+    out = tmp_path / "out"
+    with StubServer(anthropic_agent, wire="anthropic") as stub:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "promcp.cli",
+                "run",
+                "--topology",
+                "c-cust",
+                "--backend",
+                "anthropic",
+                "--base-url",
+                stub.url,
+                "--task",
+                "everything-echo",
+                "--out",
+                str(out),
+                "benchmark.yaml",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-key"},
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert stub.violations == []
+    sent = stub.requests[0].body
+    assert sent["model"] == "claude-sonnet-4-5", "the file's llama-cpp model is not sent to Anthropic"
+    df = pa.load(out)
+    init = df[df["stage"].astype(str) == "INIT"]
+    assert set(init["server"].astype(str)) == {"everything"}
+    discovery = init[init["phase"].astype(str) == "tools_discovery"].iloc[0]
+    listed = json.loads(discovery["attrs"])["tools"]
+    assert sorted(t["name"] for t in sent["tools"]) == sorted(listed), "every listed tool is offered as sent"
+    assert all("input_schema" in t for t in sent["tools"])
+    llm = df[df["stage"].astype(str).isin(["S1", "S2", "S5", "S6"])]
+    assert len(llm) == 4 and set(llm["token_source"].astype(str)) == {"provider"}
+    s1 = llm[llm["stage"].astype(str) == "S1"].iloc[0]
+    assert s1["tokens_in"] == 472 + 200 and s1["in_schemas"] > s1["in_user"] > 0, "13 tool schemas dominate"
+    s3 = df[df["stage"].astype(str) == "S3"].iloc[0]
+    assert s3["server"] == "everything" and s3["status"] == "ok"
