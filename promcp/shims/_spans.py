@@ -64,13 +64,13 @@ class Tracing:
 
     def close(self) -> None:
         global _tracer
+        if self.provider is not None and self.owned:
+            self.provider.force_flush()  # deferred attributes are applied during this export
+            self.provider.shutdown()
         deferred.enabled = False
         with deferred.lock:
             deferred.by_span.clear()
         _tracer = None
-        if self.provider is not None and self.owned:
-            self.provider.force_flush()
-            self.provider.shutdown()
 
 
 def setup(patches: Patches, span_exporter: Any = None) -> Tracing:
