@@ -1,35 +1,46 @@
-"""Converters: public MCP benchmark data → promcp benchmark files whose servers are replay servers.
+"""Benchmark converters: public benchmark data → promcp benchmark files run through replay servers.
 
-The user's files stay where they are; the benchmark file refers to the catalog by a path relative to itself, and
-``promcp run`` starts one ``python -m promcp.servers.replay`` per server (see docs/paper-scale.md)::
+* :func:`convert_mcp_bench` — MCP-Bench runner-format task files + its servers' tools dump;
+* :func:`convert_mcp_universe` — MCP-Universe benchmark YAMLs (+ their task JSONs) + captured ``tools/list``;
+* :func:`convert_routing` — a routing catalog (tool-rot, Tool Attention) + its queries.
 
-    from promcp.bench import convert_mcp_bench, PAPER_SERVERS
-    doc = convert_mcp_bench(["mcpbench_tasks_single_runner_format.json"], "mcp_servers_info.json",
-                            servers=PAPER_SERVERS, single_only=True)
-    doc.write(Path("mcp-bench-paper.yaml"))
-
-* :func:`convert_mcp_bench` — MCP-Bench task files + tools dump (:mod:`promcp.bench.mcp_bench`);
-* :func:`convert_mcp_universe` — MCP-Universe benchmark YAMLs + task JSONs + captured tools/list
-  (:mod:`promcp.bench.mcp_universe`);
-* :func:`convert_routing` — a routing fixture (tool-rot, Tool Attention): every query a task offered every tool
-  (:mod:`promcp.bench.routing`).
-
-Each returns a :class:`BenchmarkDoc` (``tasks``, ``servers``, ``skipped`` — what was left out and why;
-``write(path)``). Malformed input raises :class:`promcp.errors.ConfigError` naming the file and the entry.
+Each returns a :class:`Conversion` (``data``: the YAML mapping; ``notes``: what was skipped and why); write it
+with :func:`write_benchmark`. Bad input raises :class:`~promcp.errors.ConfigError` naming the file and the entry.
 """
 
 from __future__ import annotations
 
-from promcp.bench._doc import BenchmarkDoc
-from promcp.bench.mcp_bench import PAPER_SERVERS, convert_mcp_bench, expected_tools
-from promcp.bench.mcp_universe import convert_mcp_universe
-from promcp.bench.routing import convert_routing
+from promcp.bench._common import Conversion, write_benchmark
+from promcp.bench._mcp_bench import convert as convert_mcp_bench
+from promcp.bench._mcp_bench import expected_tools
+from promcp.bench._mcp_universe import convert as convert_mcp_universe
+from promcp.bench._routing import convert as convert_routing
+
+#: The ProMCP paper's 15 MCP-Bench servers (30 single-server tasks: 2 per server).
+PAPER_MCP_BENCH_SERVERS = (
+    "Wikipedia",
+    "Paper Search",
+    "Scientific Computing",
+    "Medical Calculator",
+    "Hugging Face",
+    "Game Trends",
+    "OSINT Intelligence",
+    "Weather Data",
+    "NASA Data",
+    "Car Price Evaluator",
+    "Reddit",
+    "Movie Recommender",
+    "NixOS",
+    "FruityVice",
+    "Call for Papers",
+)
 
 __all__ = [
-    "PAPER_SERVERS",
-    "BenchmarkDoc",
+    "PAPER_MCP_BENCH_SERVERS",
+    "Conversion",
     "convert_mcp_bench",
     "convert_mcp_universe",
     "convert_routing",
     "expected_tools",
+    "write_benchmark",
 ]

@@ -1,195 +1,115 @@
-"""``promcp bench``: convert public MCP benchmarks into promcp benchmark files; inspect tool catalogs."""
+"""``promcp bench convert KIND INPUTS… -o benchmark.yaml``: public benchmark data → a promcp benchmark file.
+
+KIND is ``mcp-bench`` (task files + ``--catalog`` the servers' tools dump), ``mcp-universe`` (benchmark YAMLs +
+``--catalog`` captured tools/list), ``tool-rot`` / ``tool-attention`` (a routing catalog file or directory; its
+queries beside it or ``--queries``). Every server of the output is a replay server (``mode: replay``).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
-from typing import Any
 
-from rich.table import Table
-
+from promcp import bench
+from promcp.catalogs import load_catalog
 from promcp.cli._common import stderr, stdout
 from promcp.errors import ConfigError
 
-_KINDS = ("mcp-bench", "mcp-universe", "tool-rot", "tool-attention", "routing")
+KINDS = ("mcp-bench", "mcp-universe", "tool-rot", "tool-attention")
+_QUERY_FILES = ("benchmark_queries.jsonl", "queries.jsonl", "fixtures/benchmark_queries.jsonl")
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bench",
-        help="convert MCP-Bench / MCP-Universe / routing fixtures to benchmark files; inspect tool catalogs",
-        description="Paper-scale workloads offline: converters to promcp benchmark files whose servers are replay "
-        "servers (recorded tools/list, recorded or synthetic tools/call), and a catalog inspector.",
+        help="convert public MCP benchmarks (MCP-Bench, MCP-Universe, routing fixtures) to promcp benchmark files",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    bsub = p.add_subparsers(dest="bench_command", metavar="ACTION", required=True)
-
-    c = bsub.add_parser("convert", help="write a promcp benchmark file from public benchmark data")
-    c.add_argument("kind", choices=_KINDS)
-    c.add_argument(
-        "inputs",
-        nargs="+",
-        help="mcp-bench: task JSON file(s); mcp-universe: benchmark YAML(s); "
-        "tool-rot/tool-attention/routing: the catalog file or directory",
-    )
-    c.add_argument("-o", "--out", required=True, help="benchmark YAML to write")
+    actions = p.add_subparsers(dest="action", required=True)
+    c = actions.add_parser("convert", help="write a benchmark file whose servers replay recorded catalogs")
+    c.add_argument("kind", choices=KINDS)
+    c.add_argument("inputs", nargs="+", type=Path, help="task files / benchmark YAMLs / a routing catalog")
+    c.add_argument("-o", "--out", type=Path, required=True, help="benchmark YAML to write")
     c.add_argument(
         "--catalog",
+        type=Path,
+        action="append",
+        help="tools dump / captured tools/list (mcp-bench: one; mcp-universe: repeatable, first match wins)",
+    )
+    c.add_argument("--queries", type=Path, help="routing queries JSONL (default: the one beside the catalog)")
+    c.add_argument("--servers", help="mcp-bench: comma-separated server names to keep (default: all)")
+    c.add_argument("--paper-subset", action="store_true", help="mcp-bench: the ProMCP paper's 15 servers")
+    c.add_argument("--per-server", type=int, help="mcp-bench: at most N tasks per server group")
+    c.add_argument("--limit", type=int, help="mcp-universe: tasks per benchmark file; routing: queries")
+    c.add_argument("--prompt", choices=("fuzzy", "task"), default="fuzzy", help="mcp-bench prompt field")
+    c.add_argument(
+        "--no-distraction", action="store_true", help="mcp-bench: drop the frozen distraction servers"
+    )
+    c.add_argument("--max-rounds", type=int, help="max_rounds for every task")
+    c.add_argument(
+        "--replay-arg",
         action="append",
         default=[],
-        help="tool catalog(s) (mcp-bench: the tools dump; "
-        "mcp-universe: captured tools/list files; repeatable)",
+        help="argument for every replay server, e.g. --replay-arg=--latency-ms=20-80 (repeatable)",
     )
-    c.add_argument(
-        "--prompt", choices=("fuzzy", "detailed"), default="fuzzy", help="mcp-bench prompt (default fuzzy)"
-    )
-    c.add_argument(
-        "--distraction",
-        choices=("frozen", "none"),
-        default="frozen",
-        help="mcp-bench: the task's frozen distraction servers, or none",
-    )
-    c.add_argument(
-        "--paper-subset",
-        action="store_true",
-        help="mcp-bench: the ProMCP paper's 15 servers, single-server tasks (30 tasks, 151 tools)",
-    )
-    c.add_argument("--servers", default=None, help="mcp-bench: comma-separated server names to keep")
-    c.add_argument("--single-only", action="store_true", help="mcp-bench: single-server tasks only")
-    c.add_argument(
-        "--tasks-per-server", type=int, default=None, help="mcp-bench: at most N tasks per server group"
-    )
-    c.add_argument(
-        "--queries", default=None, help="routing: JSONL queries (default: the file beside the catalog)"
-    )
-    c.add_argument("--limit", type=int, default=None, help="keep at most N tasks")
-    c.add_argument("--name", default=None, help="benchmark name (default: from the kind)")
-    c.add_argument(
-        "--model", default=None, help="llm.model to write (e.g. a .gguf path); default: the host's"
-    )
-    c.add_argument("--context-window", type=int, default=None, help="llm.context_window to write")
-    c.add_argument("--max-tokens", type=int, default=None, help="sampling.max_tokens to write")
+    c.add_argument("--model", help="llm.model of the output (a GGUF path or model name)")
+    c.add_argument("--context-window", type=int, help="llm.context_window of the output")
     c.set_defaults(func=_convert)
-
-    k = bsub.add_parser("catalog", help="per-server tool counts and schema footprints of a tool catalog")
-    k.add_argument("path", help="catalog file or directory")
-    k.add_argument("--tokenizer", default="o200k_base", help="tokenizer name (default o200k_base)")
-    k.add_argument("--servers", default=None, help="comma-separated server names (default: all)")
-    k.add_argument("--paper-subset", action="store_true", help="the ProMCP paper's 15 MCP-Bench servers")
-    k.add_argument("--format", choices=("table", "json"), default="table")
-    k.set_defaults(func=_catalog)
-
-
-def _split(value: str | None) -> list[str] | None:
-    return [s.strip() for s in value.split(",") if s.strip()] if value else None
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from promcp import bench
-
-    out = Path(args.out)
-    kind = args.kind
-    if kind == "mcp-bench":
-        if len(args.catalog) != 1:
-            raise ConfigError(
-                "mcp-bench needs exactly one --catalog (the servers' tools dump)", key="--catalog"
-            )
-        servers = list(bench.PAPER_SERVERS) if args.paper_subset else _split(args.servers)
-        doc = bench.convert_mcp_bench(
-            args.inputs,
-            args.catalog[0],
-            prompt=args.prompt,
-            distraction=args.distraction,
-            servers=servers,
-            single_only=args.single_only or args.paper_subset,
-            tasks_per_server=args.tasks_per_server,
-            name=args.name or ("mcp-bench-paper" if args.paper_subset else "mcp-bench"),
-        )
-    elif kind == "mcp-universe":
+    out_dir = args.out.resolve().parent
+    common = {"out_dir": out_dir, "replay_args": tuple(args.replay_arg), "max_rounds": args.max_rounds}
+    if args.kind in ("mcp-bench", "mcp-universe"):
         if not args.catalog:
-            raise ConfigError(
-                "mcp-universe needs --catalog (captured tools/list of its servers)", key="--catalog"
+            raise ConfigError(f"{args.kind} needs --catalog (the servers' tools/list data)", key="--catalog")
+        catalogs = [load_catalog(c) for c in args.catalog]
+        if args.kind == "mcp-bench":
+            if len(catalogs) != 1:
+                raise ConfigError("mcp-bench takes one --catalog (its tools dump)", key="--catalog")
+            only = list(bench.PAPER_MCP_BENCH_SERVERS) if args.paper_subset else None
+            if args.servers:
+                only = [s.strip() for s in args.servers.split(",") if s.strip()]
+            conv = bench.convert_mcp_bench(
+                args.inputs,
+                catalogs[0],
+                only_servers=only,
+                per_server=args.per_server,
+                prompt=args.prompt,
+                distraction=not args.no_distraction,
+                **common,
             )
-        doc = bench.convert_mcp_universe(args.inputs, args.catalog, name=args.name or "mcp-universe")
+        else:
+            conv = bench.convert_mcp_universe(args.inputs, catalogs, limit_per_file=args.limit, **common)
     else:
         if len(args.inputs) != 1:
-            raise ConfigError(f"{kind} takes one catalog (file or directory)", key="inputs")
-        doc = bench.convert_routing(args.inputs[0], args.queries, name=args.name or f"routing-{kind}")
-    if args.limit is not None:
-        doc.tasks = doc.tasks[: args.limit]
-        used = {s for t in doc.tasks for s in t["servers"] + t.get("distraction_servers", [])}
-        doc.servers = {k: v for k, v in doc.servers.items() if k in used}
-    if not doc.tasks:
-        raise ConfigError("no task converted (see the skipped entries above)", source=args.inputs[0])
-    if args.model:
-        doc.llm["model"] = args.model
-    if args.context_window:
-        doc.llm["context_window"] = args.context_window
-    if args.max_tokens:
-        doc.sampling["max_tokens"] = args.max_tokens
-    err = stderr()
-    for what, why in doc.skipped:
-        err.print(f"[yellow]skipped:[/] {what}: {why}", soft_wrap=True)
-    header = (
-        f"Converted by `promcp bench convert {kind}` (promcp). Replay servers: recorded tools/list; tools/call\n"
-        "answers are synthetic unless a server has 'responses:'. Run: promcp run --topology l-cust THIS_FILE"
-    )
-    doc.write(out, header)
-    n_dis = len({d for t in doc.tasks for d in t.get("distraction_servers", [])})
-    err.print(
-        f"wrote {out}: {len(doc.tasks)} tasks, {len(doc.servers)} replay servers"
-        + (f" ({n_dis} as distraction)" if n_dis else "")
-        + (f", {len(doc.skipped)} entries skipped" if doc.skipped else ""),
-        soft_wrap=True,
-    )
-    return 0
-
-
-def _catalog(args: argparse.Namespace) -> int:
-    from promcp import tokenizers
-    from promcp.bench import PAPER_SERVERS
-    from promcp.catalogs import load_catalog
-
-    cat = load_catalog(args.path)
-    names = list(PAPER_SERVERS) if args.paper_subset else _split(args.servers)
-    if names:
-        cat = cat.subset(names)
-    tok = tokenizers.get(args.tokenizer)
-    fp = cat.footprint(tok)
-    listed = {s.name: len(s.tools_list_bytes()) for s in cat.servers}
-    if args.format == "json":
-        rows = {
-            name: {
-                "n_tools": v["n_tools"],
-                "tokens": v["tokens"],
-                "bytes": v["bytes"],
-                "tools_list_bytes": listed[name],
-            }
-            for name, v in fp.items()
+            raise ConfigError(f"{args.kind} takes one catalog (file or directory)", key="inputs")
+        catalog = load_catalog(args.inputs[0])
+        queries = args.queries or _beside(args.inputs[0])
+        conv = bench.convert_routing(catalog, queries, limit=args.limit, **common)
+    llm = {k: v for k, v in (("model", args.model), ("context_window", args.context_window)) if v is not None}
+    if llm:
+        conv.data = {
+            "name": conv.data["name"],
+            "llm": llm,
+            **{k: v for k, v in conv.data.items() if k != "name"},
         }
-        stdout().print_json(
-            json.dumps(
-                {"catalog": str(cat.path), "format": cat.format, "tokenizer": tok.name, "servers": rows}
-            )
-        )
-        return 0
-    table = Table(title=f"{cat.path.name} ({cat.format}) — schema footprint under {tok.name}")
-    for col in ("server", "tools", "tokens", "bytes", "tools/list bytes"):
-        table.add_column(col, justify="left" if col == "server" else "right")
-    for name, v in fp.items():
-        table.add_row(name, str(v["n_tools"]), f"{v['tokens']:,}", f"{v['bytes']:,}", f"{listed[name]:,}")
-    table.add_section()
-    table.add_row(
-        "total",
-        str(sum(v["n_tools"] for v in fp.values())),
-        f"{sum(v['tokens'] for v in fp.values()):,}",
-        f"{sum(v['bytes'] for v in fp.values()):,}",
-        f"{sum(listed.values()):,}",
+    header = f"promcp bench convert {args.kind}: {conv.n_tasks} tasks on {conv.n_servers} replay servers"
+    bench.write_benchmark(conv, args.out, header)
+    for note in conv.notes:
+        stderr().print(f"[yellow]note:[/] {note}", markup=True, highlight=False)
+    stdout().print(
+        f"wrote {args.out}: {conv.n_tasks} tasks, {conv.n_servers} replay servers", highlight=False
     )
-    stdout().print(table)
-    dup = [t for t in cat.tools() if t.qualified_name != t.name]
-    if dup:
-        stdout().print(
-            f"{len(dup)} tools share a name with another server's tool (namespaced as server__tool)."
-        )
     return 0
+
+
+def _beside(path: Path) -> Path:
+    folder = path if path.is_dir() else path.parent
+    for name in _QUERY_FILES:
+        if (folder / name).is_file():
+            return folder / name
+    raise ConfigError(
+        f"no queries file ({', '.join(_QUERY_FILES)}) beside the catalog; give --queries", source=path
+    )
