@@ -65,6 +65,8 @@ def load_responses(path: str | Path, server: str) -> RecordedResponses:
         data = json.loads(text)
         if isinstance(data, list):
             entries = [(f"[{i}]", e) for i, e in enumerate(data)]
+        elif isinstance(data, dict) and "tool" in data and "result" in data:
+            entries = [("[0]", data)]  # one entry (a one-line JSONL file)
         elif isinstance(data, dict):
             for tool, value in data.items():
                 for j, v in enumerate(value if isinstance(value, list) else [value]):
