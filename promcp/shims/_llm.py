@@ -684,12 +684,28 @@ def wrap_chat(
             if pre is not None:
                 guard(_done, rec, wire, pre, start, None, exc)
             raise
+        if inspect.isawaitable(resp):  # an async SDK method behind a sync decorator: record when awaited
+            return _finish_later(resp, rec, wire, pre, start)
         if pre is not None:
             guard(_done, rec, wire, pre, start, resp, None)
         return resp
 
     wrapper.__promcp_wrapped__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+async def _finish_later(
+    awaitable: Any, rec: Recorder, wire: Wire, pre: tuple[ChatIn, Any] | None, start: _Clock
+) -> Any:
+    try:
+        resp = await awaitable
+    except BaseException as exc:
+        if pre is not None:
+            guard(_done, rec, wire, pre, start, None, exc)
+        raise
+    if pre is not None:
+        guard(_done, rec, wire, pre, start, resp, None)
+    return resp
 
 
 def _provider_of(client: Any, default: str) -> str:
@@ -719,7 +735,8 @@ def wrap_anthropic(client: Any) -> Any:
 def _patch_method(patches: Patches, cls: Any, wire: Wire, provider: str) -> None:
     """Patch ``cls.create`` (an SDK resource class) so every instance's calls are recorded."""
     orig = cls.__dict__["create"]
-    is_async = inspect.iscoroutinefunction(orig)
+    # the SDKs' async create() sits behind a sync decorator (required_args): decide by the class, not by inspect
+    is_async = inspect.iscoroutinefunction(orig) or cls.__name__.startswith("Async")
 
     def owner_provider(self: Any) -> str:
         client = getattr(self, "_client", None)

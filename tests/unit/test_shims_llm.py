@@ -123,7 +123,7 @@ def test_anthropic_sdk_patched_classwide(rec: Recorder) -> None:
         with StubServer(replies) as stub:
             client = anthropic.Anthropic(base_url=stub.url, api_key="sk-ant-test", max_retries=0)
             resp = client.messages.create(
-                model="claude-sonnet-4-5",
+                model="claude-haiku-4-5",
                 max_tokens=100,
                 system="Be brief.",
                 messages=[{"role": "user", "content": "echo x"}],
