@@ -280,7 +280,8 @@ def wrap_write(orig: Callable[..., Any]) -> Callable[..., Any]:
     async def _write(self: Any, message: Any, metadata: Any = None) -> None:
         call = _call_var.get()
         if call is None or call.request_id is not None or getattr(self, "_promcp", None) is not call.info:
-            return await orig(self, message, metadata)
+            await orig(self, message, metadata)
+            return
         guard(_on_request, call, message)
         await orig(self, message, metadata)
         call.sent = Clock.now()
@@ -305,14 +306,14 @@ def wrap_dispatch(orig: Callable[..., Any]) -> Callable[..., Any]:
         info: SessionInfo | None = getattr(self, "_promcp", None)
         if info is not None and info.pending:
             guard(_on_response, info, item)
-        return await orig(self, item, *args, **kwargs)
+        await orig(self, item, *args, **kwargs)
 
     _dispatch.__wrapped__ = orig  # type: ignore[attr-defined]
     return _dispatch
 
 
 def _on_response(info: SessionInfo, item: Any) -> None:
-    message = getattr(item, "message", None)
+    message: Any = getattr(item, "message", None)
     msg_id = getattr(message, "id", None)
     if msg_id is None or getattr(message, "method", None) is not None:
         return

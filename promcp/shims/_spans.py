@@ -95,7 +95,7 @@ def setup(patches: Patches, span_exporter: Any = None) -> Tracing:
         span_exporter = OTLPSpanExporter()
     service = os.environ.get("OTEL_SERVICE_NAME") or "promcp-instrumented-host"
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    provider.add_span_processor(BatchSpanProcessor(TokenEnrichingExporter(span_exporter)))
+    provider.add_span_processor(BatchSpanProcessor(TokenEnrichingExporter(span_exporter)))  # type: ignore[arg-type]
     patches.set(sdk_otel, "_tracer", provider.get_tracer("mcp-python-sdk"))
     _tracer = provider.get_tracer("promcp")
     deferred.enabled = True
