@@ -467,6 +467,7 @@ def _on_tools_list(
     tokenizer = _tokenizer()
     server, start, received = info.name(), call.start, call.received or end
     cursor = (call.params or {}).get("cursor") if call.params else None
+    guard(_note_tools, server, tools)
 
     def build() -> Event:
         rendered = [_footprint.tool_text_of(t) for t in tools]
@@ -516,6 +517,13 @@ def _on_tools_list(
         }
 
     _otel.defer(call.span, span_tokens)
+
+
+def _note_tools(server: str, tools: list[Any]) -> None:
+    """Tell the LLM wrappers which server offers which tools (schema part keys ``<server>/<tool>``)."""
+    from promcp.shims import _llm
+
+    _llm.note_tools(server, [str(t.get("name")) for t in tools if isinstance(t, Mapping)])
 
 
 #: Finds the model's tool-call id for (tool, arguments) when the host did not set one in a scope (LLM wrappers).
