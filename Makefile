@@ -12,7 +12,7 @@ STAMP := $(VENV)/.promcp-installed
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test lint typecheck perf clean
+.PHONY: install demo test lint typecheck perf clean paper-scale paper-scale-ci
 
 install: $(STAMP)
 
@@ -39,6 +39,27 @@ typecheck: install
 
 perf: install
 	$(PY) tests/perf/run_all.py
+
+# docs/paper-scale.md: the ProMCP paper's MCP-Bench subset (30 single-server tasks, 15 servers) on replay servers.
+# SHARED: where the MCP-Bench data lives; GGUF / CONTEXT: a local model whose window fits (~25k schema tokens).
+SHARED ?= ../shared/data
+PAPER_OUT ?= traces/paper-scale
+GGUF ?=
+CONTEXT ?=
+MCPBENCH_ARGS = bench convert mcp-bench $(SHARED)/tasks/mcp-bench/mcpbench_tasks_single_runner_format.json \
+	--catalog $(SHARED)/catalogs/mcp-bench-servers.json $(if $(GGUF),--model $(GGUF)) \
+	$(if $(CONTEXT),--context-window $(CONTEXT))
+
+paper-scale: install
+	$(PROMCP) $(MCPBENCH_ARGS) --paper-subset -o $(PAPER_OUT)/mcp-bench-paper.yaml
+	$(PROMCP) run --topology l-cust --out $(PAPER_OUT)/data $(PAPER_OUT)/mcp-bench-paper.yaml
+	$(PROMCP) report $(PAPER_OUT)/data --by topology,model
+
+paper-scale-ci: install
+	$(PROMCP) $(MCPBENCH_ARGS) --servers "FruityVice,Call for Papers" --per-server 1 --max-rounds 2 \
+		-o $(PAPER_OUT)-ci/mcp-bench-ci.yaml
+	$(PROMCP) run --topology l-cust --out $(PAPER_OUT)-ci/data $(PAPER_OUT)-ci/mcp-bench-ci.yaml
+	$(PROMCP) report $(PAPER_OUT)-ci/data --by topology,model
 
 clean:
 	rm -rf $(VENV) node_modules build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
