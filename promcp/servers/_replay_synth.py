@@ -52,7 +52,8 @@ def instance(schema: Any, rng: random.Random, words: list[str], depth: int = 0) 
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
     if kind == "object":
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        found = schema.get("properties")
+        props: dict[str, Any] = found if isinstance(found, dict) else {}
         if depth > 4:
             return {}
         return {name: instance(sub, rng, words, depth + 1) for name, sub in props.items()}
@@ -62,8 +63,8 @@ def instance(schema: Any, rng: random.Random, words: list[str], depth: int = 0) 
         lo, hi = int(schema.get("minimum", 0)), int(schema.get("maximum", 1000))
         return rng.randint(lo, max(lo, hi))
     if kind == "number":
-        lo, hi = float(schema.get("minimum", 0.0)), float(schema.get("maximum", 1000.0))
-        return round(rng.uniform(lo, max(lo, hi)), 3)
+        low, high = float(schema.get("minimum", 0.0)), float(schema.get("maximum", 1000.0))
+        return round(rng.uniform(low, max(low, high)), 3)
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "null":

@@ -55,7 +55,8 @@ class ReplayServer:
         self.latency = latency or LatencyModel()
         self.result_bytes = result_bytes
         self.seed = seed
-        info = server.meta.get("serverInfo") if isinstance(server.meta.get("serverInfo"), dict) else {}
+        recorded_info = server.meta.get("serverInfo")
+        info: dict[str, Any] = recorded_info if isinstance(recorded_info, dict) else {}
         self.server = Server(
             str(info.get("name") or server.slug),
             version=str(info.get("version") or "replay"),

@@ -4,6 +4,7 @@ catalog's, and every stage S1-S6 is recorded."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -57,12 +58,13 @@ def test_converted_mcp_bench_task_runs_through_replay(tmp_path: Path) -> None:
     expected = load_catalog(catalog_file).server(SERVER).footprint(model_tok)
     assert discovery["footprint_tokens"] == expected["tokens"]
     assert discovery["footprint_bytes"] == expected["bytes"]
-    assert init[init["phase"] == "spawn"]["attrs"].iloc[0]["mode"] == "replay"
+    assert json.loads(init[init["phase"] == "spawn"]["attrs"].iloc[0])["mode"] == "replay"
 
     stages = set(df["stage"])
     assert {"S1", "S2", "S3", "S4", "S5", "S6"} <= stages, sorted(stages)
     s1 = df[df["stage"] == "S1"].iloc[0]
-    assert s1["in_schemas"] == expected["tokens"]  # the whole replayed list was in the first prompt
+    # the whole replayed list is in the first prompt (the chat template adds at most a separator per tool)
+    assert 0 <= s1["in_schemas"] - expected["tokens"] <= expected["n_tools"]
     s4 = df[df["stage"] == "S4"].iloc[0]
-    assert s4["attrs"]["synthetic"] is True
+    assert json.loads(s4["attrs"])["synthetic"] is True
     assert s4["footprint_tokens"] > 0
