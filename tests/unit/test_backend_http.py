@@ -80,3 +80,18 @@ def test_base_url_is_checked() -> None:
     for bad in ("localhost:11434", "ftp://x", "https://", ""):
         with pytest.raises(ConfigError, match="not an http"):
             check_base_url(bad, "ollama")
+
+
+def test_base_url_from_the_environment_when_not_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from promcp.host.llm.base import get_backend
+
+    monkeypatch.setenv("OLLAMA_HOST", "127.0.0.1:11500")  # the ollama CLI's form: no scheme
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:8111/")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert get_backend("ollama")._base_url == "http://127.0.0.1:11500"  # type: ignore[attr-defined]
+    assert get_backend("anthropic", api_key="k")._base_url == "http://127.0.0.1:8111"  # type: ignore[attr-defined]
+    openai = get_backend("openai")  # local: no key needed
+    assert openai._base_url == "http://127.0.0.1:8080/v1" and openai.provider == "127.0.0.1"  # type: ignore[attr-defined]
+    explicit = get_backend("openai", base_url="http://localhost:9000/v1")
+    assert explicit._base_url == "http://localhost:9000/v1", "the benchmark file / CLI win"  # type: ignore[attr-defined]

@@ -184,6 +184,7 @@ def test_options_max_completion_tokens_and_tool_choice() -> None:
 
 def test_key_from_env_and_required_for_remote(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
         get_backend("openai", base_url="https://api.example.com/v1")
     assert get_backend("openai", base_url="http://127.0.0.1:8080/v1").provider == "127.0.0.1"

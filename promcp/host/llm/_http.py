@@ -71,6 +71,15 @@ def api_key(explicit: str | None, env_var: str, backend: str, *, required: bool)
     return key
 
 
+def default_base_url(env_var: str, default: str) -> str:
+    """The base URL when the benchmark file and CLI give none: ``env_var`` (as the vendor SDKs and the ollama CLI
+    read it; a bare ``host:port`` gets ``http://``), else ``default``."""
+    value = os.environ.get(env_var, "").strip()
+    if not value:
+        return default
+    return value if "://" in value else f"http://{value}"
+
+
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """One TLS context (certifi roots) for every client: loading the roots takes 0.1-0.3 s per client otherwise."""

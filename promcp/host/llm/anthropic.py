@@ -21,6 +21,7 @@ from promcp.events import TokenSource
 from promcp.host.llm._http import (
     HttpBackendMixin,
     api_key,
+    default_base_url,
     need,
     original_names,
     reject_unknown,
@@ -56,7 +57,7 @@ class AnthropicBackend(HttpBackendMixin, LLMBackend):
         key = _api_key(api_key)
         self._setup_http(
             model=model or DEFAULT_MODEL,
-            base_url=base_url or DEFAULT_BASE_URL,
+            base_url=base_url or default_base_url("ANTHROPIC_BASE_URL", DEFAULT_BASE_URL),
             headers={"anthropic-version": API_VERSION, "x-api-key": key},
             timeout_s=timeout_s,
             tokenizer=tokenizer,

@@ -19,6 +19,7 @@ from promcp.errors import LLMError
 from promcp.events import TokenSource
 from promcp.host.llm._http import (
     HttpBackendMixin,
+    default_base_url,
     function_calls,
     function_tools,
     need,
@@ -51,7 +52,7 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
         reject_unknown("ollama", extra)
         self._setup_http(
             model=model or DEFAULT_MODEL,
-            base_url=base_url or DEFAULT_BASE_URL,
+            base_url=base_url or default_base_url("OLLAMA_HOST", DEFAULT_BASE_URL),
             headers={"authorization": f"Bearer {api_key}"} if api_key else {},
             timeout_s=timeout_s,
             tokenizer=tokenizer,

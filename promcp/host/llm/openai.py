@@ -20,6 +20,7 @@ from promcp.events import TokenSource
 from promcp.host.llm._http import (
     HttpBackendMixin,
     check_base_url,
+    default_base_url,
     function_calls,
     function_tools,
     need,
@@ -55,7 +56,7 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
         **extra: Any,
     ) -> None:
         reject_unknown("openai", extra)
-        url = check_base_url(base_url or DEFAULT_BASE_URL, "openai")
+        url = check_base_url(base_url or default_base_url("OPENAI_BASE_URL", DEFAULT_BASE_URL), "openai")
         key = api_key_for(api_key, "OPENAI_API_KEY", "openai", required=not _is_local(url))
         self._setup_http(
             model=model or DEFAULT_MODEL,
