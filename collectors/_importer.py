@@ -77,9 +77,9 @@ def _file_conversations(
             done[1] += 1
             offset = None if jsonl else reader.consumed
             line = reader.line if jsonl else None
-            conv = parse_guarded(parse, doc, problems, index, offset, line)
-            if conv is not None:
-                yield conv
+            parsed = parse_guarded(parse, doc, problems, index, offset, line)
+            if parsed is not None:
+                yield parsed
             if progress:
                 progress(done[0], done[1])
     done[0] = max(done[0], base)

@@ -218,3 +218,13 @@ def to_ns(value: Any) -> int | None:
         return int(dt.timestamp()) * 1_000_000_000 + frac_ns
     except (OverflowError, OSError, ValueError):
         return None
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (type drift in exports is normal)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []

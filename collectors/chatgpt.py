@@ -17,7 +17,7 @@ from typing import Any
 
 from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse
 from promcp.collectors._problems import Problems
-from promcp.collectors._stream import as_text, to_ns
+from promcp.collectors._stream import as_dict, as_text, to_ns
 from promcp.events import TimingQuality
 
 
@@ -122,9 +122,9 @@ def parse_conversation(
     open_uses: list[ToolUse] = []
     anchor: int | None = None
     for msg in active_path(mapping, doc.get("current_node")):
-        author = msg.get("author") if isinstance(msg.get("author"), dict) else {}
+        author = as_dict(msg.get("author"))
         role = as_text(author.get("role"))
-        meta = msg.get("metadata") if isinstance(msg.get("metadata"), dict) else {}
+        meta = as_dict(msg.get("metadata"))
         content = msg.get("content")
         text = content_text(content)
         kind = as_text(content.get("content_type")) if isinstance(content, dict) else None
@@ -188,8 +188,8 @@ def parse_conversation(
         elif role == "tool":
             name = as_text(author.get("name"))
             pending = [u for u in (call.tools if call else []) if u.result is None]
-            use = next((u for u in pending if u.name == name), pending[0] if pending else None)
-            if use is None:
+            found = next((u for u in pending if u.name == name), pending[0] if pending else None)
+            if found is None:
                 problems.add(
                     "orphan_result",
                     f"a result from {name!r} without its call: kept as context only",
@@ -200,6 +200,7 @@ def parse_conversation(
                 if call is not None:
                     call.extra_context.append((f"orphan:{as_text(msg.get('id'))}", text))
                 continue
+            use = found
             use.result = text
             at = _time(msg, False)
             agg = meta.get("aggregate_result") if isinstance(meta.get("aggregate_result"), dict) else None

@@ -17,7 +17,7 @@ from typing import Any
 
 from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse
 from promcp.collectors._problems import Problems
-from promcp.collectors._stream import as_text, clean_text, to_ns
+from promcp.collectors._stream import as_list, as_text, clean_text, to_ns
 from promcp.events import TimingQuality
 
 ROOT = "00000000-0000-4000-8000-000000000000"
@@ -125,7 +125,7 @@ def parse_conversation(
     task: Task | None = None
     for msg in branch:
         sender = as_text(msg.get("sender"))
-        blocks = msg.get("content") if isinstance(msg.get("content"), list) else []
+        blocks = as_list(msg.get("content"))
         created = to_ns(msg.get("created_at"))
         if sender == "human":
             task = _human(msg, blocks, created, conv_id, problems, offset)
@@ -203,9 +203,9 @@ def _assistant(
     offset: int | None,
 ) -> None:
     if not blocks:  # legacy: the reply is `text`, the timestamp is shared with the prompt: no timing
-        call = Call(output_text=as_text(msg.get("text")))
-        call.span = Span(created, created, TimingQuality.NONE)
-        task.calls.append(call)
+        legacy = Call(output_text=as_text(msg.get("text")))
+        legacy.span = Span(created, created, TimingQuality.NONE)
+        task.calls.append(legacy)
         return
     calls: list[Call] = []
     call: Call | None = None
@@ -259,8 +259,8 @@ def _assistant(
                 by_id[use.call_id] = use
         elif kind == "tool_result":
             after_result = call is not None
-            use = _match(b, by_id, call)
-            if use is None:
+            matched = _match(b, by_id, call)
+            if matched is None:
                 problems.add(
                     "orphan_result",
                     "tool_result without its tool_use: its text is kept as context only",
@@ -273,6 +273,7 @@ def _assistant(
                         (f"orphan:{_call_id(b) or len(call.extra_context)}", result_text(b))
                     )
                 continue
+            use = matched
             use.result = result_text(b)
             use.is_error = b.get("is_error") is True
             meta = b.get("meta")

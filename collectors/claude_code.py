@@ -17,7 +17,7 @@ from typing import Any
 
 from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse, Usage
 from promcp.collectors._problems import Problems
-from promcp.collectors._stream import as_text, clean_text, to_ns
+from promcp.collectors._stream import as_dict, as_list, as_text, clean_text, to_ns
 from promcp.events import TimingQuality
 
 
@@ -92,7 +92,7 @@ class _Session:
             return
         kind = as_text(line.get("type"))
         ts = to_ns(line.get("timestamp"))
-        message = line.get("message") if isinstance(line.get("message"), dict) else {}
+        message = as_dict(line.get("message"))
         if kind == "user" and not line.get("isMeta"):
             self._user(message.get("content"), ts, number)
         elif kind == "assistant":
@@ -168,7 +168,7 @@ class _Session:
         if ts is not None and (call.span.end is None or ts > call.span.end):
             call.span.end = ts
         seen = self.seen_blocks[mid]
-        for block in message.get("content") if isinstance(message.get("content"), list) else []:
+        for block in as_list(message.get("content")):
             if not isinstance(block, dict):
                 continue
             kind = as_text(block.get("type"))

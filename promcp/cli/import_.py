@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.progress import TaskID
 from rich.table import Table
 
 from promcp.cli._common import progress, stderr, stdout
@@ -43,9 +44,9 @@ def _run(args: argparse.Namespace) -> int:
     with progress(bytes_mode=True, disable=True if args.quiet else None) as bar:
         for path in args.paths:
             total = _size(path)
-            task = bar.add_task(f"{path.name}: 0 conversations", total=total or None)
+            task_id = bar.add_task(f"{path.name}: 0 conversations", total=total or None)
 
-            def tick(done: int, convs: int, task: int = task, name: str = path.name) -> None:
+            def tick(done: int, convs: int, task: TaskID = task_id, name: str = path.name) -> None:
                 bar.update(task, completed=done, description=f"{name}: {convs} conversations")
 
             summaries.append(
@@ -59,7 +60,7 @@ def _run(args: argparse.Namespace) -> int:
                     progress=tick,
                 )
             )
-            bar.update(task, completed=total)
+            bar.update(task_id, completed=total)
     if not args.quiet:
         for s in summaries:
             for problem in s.problems.items:
