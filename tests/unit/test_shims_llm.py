@@ -192,3 +192,33 @@ def test_tracing_failure_never_breaks_the_call(rec: Recorder, monkeypatch: pytes
     fn = _llm.wrap_chat(lambda **kw: {"ok": kw["x"]}, provider="p")
     assert fn(x=7) == {"ok": 7}
     assert _events(rec) == []
+
+
+def test_chat_span_with_genai_attributes(tmp_path: Path) -> None:
+    openai = pytest.importorskip("openai")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import promcp
+
+    mem = InMemorySpanExporter()
+    reply = Reply(200, openai_tool_call("echo", '{"text": "s"}', call_id="call_span"))
+    with StubServer([reply]) as stub:
+        promcp.instrument(out=tmp_path / "traces", span_exporter=mem)
+        try:
+            client = openai.OpenAI(base_url=stub.url + "/v1", api_key="k", max_retries=0)
+            client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "s"}], tools=TOOLS_OPENAI
+            )
+        finally:
+            path = promcp.uninstrument()
+    (span,) = [s for s in mem.get_finished_spans() if s.name.startswith("chat ")]
+    attrs = dict(span.attributes or {})
+    assert span.name == "chat gpt-4o-mini"
+    assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.provider.name"] == "127.0.0.1"
+    assert attrs["gen_ai.usage.input_tokens"] == 412 and attrs["gen_ai.usage.output_tokens"] == 23
+    assert attrs["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert attrs["gen_ai.tool.call.id"] == "call_span" and attrs["promcp.stage"] == "S2"
+    assert path is not None
+    rows = pq.read_table(path).to_pylist()
+    assert {r["span_id"] for r in rows} == {f"{span.context.span_id:016x}"}  # S1 and S2 point at the span
+    assert {r["trace_id"] for r in rows} == {f"{span.context.trace_id:032x}"}
