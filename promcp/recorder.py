@@ -146,6 +146,8 @@ class Recorder:
         self._queue: queue.Queue[tuple[int, Scope, Callable[[], Event | None]] | None] | None = None
         self._worker: threading.Thread | None = None
         self._worker_errors: list[BaseException] = []
+        self._drain = threading.Event()
+        self._last_activity = 0.0
         self._pid = os.getpid()
         self.events = 0
         self.result_path: Path | None = None
@@ -189,10 +191,20 @@ class Recorder:
         self.events += 1
         return final
 
-    def emit_later(self, build: Callable[[], Event | None]) -> None:
-        """Journal the event ``build()`` returns, computed on a worker thread (off the caller's hot path).
+    #: ``emit_later`` work waits until the recording side has been quiet this long…
+    LATER_IDLE_S = 0.05
+    #: …or until this many events are waiting (bounds memory and what a SIGKILL can lose)
+    LATER_BACKLOG = 1000
 
-        The scope and the event order are taken now, so the row looks as if it had been emitted here.
+    def emit_later(self, build: Callable[[], Event | None]) -> None:
+        """Journal the event ``build()`` returns, computed on a worker thread, off the caller's hot path.
+
+        The scope and the event order are taken now, so the row looks as if it had been emitted here. The worker
+        builds events when the recording side has been idle for :attr:`LATER_IDLE_S` (an agent waiting for its LLM,
+        say), when :attr:`LATER_BACKLOG` events are waiting, or on :meth:`flush` / :meth:`close`: counting tokens
+        of a 10 KB result while a tight loop of tool calls runs would otherwise compete with it for the CPU and the
+        GIL. A SIGKILL can therefore lose the events of the current burst (at most the backlog), never finished
+        ones that were journaled.
         """
         if self._closed:
             raise PromcpError(f"recorder for run {self.run_id} is closed")
@@ -202,7 +214,16 @@ class Recorder:
                 target=self._work, name=f"promcp-recorder-{self.run_id}", daemon=True
             )
             self._worker.start()
+        self._last_activity = time.monotonic()
         self._queue.put((self.next_seq(), current_scope(), build))
+
+    def _wait_for_quiet(self) -> None:
+        assert self._queue is not None
+        while not self._drain.is_set() and self._queue.qsize() < self.LATER_BACKLOG:
+            quiet = time.monotonic() - self._last_activity
+            if quiet >= self.LATER_IDLE_S:
+                return
+            self._drain.wait(self.LATER_IDLE_S - quiet)
 
     def _work(self) -> None:
         assert self._queue is not None
@@ -211,6 +232,7 @@ class Recorder:
             try:
                 if item is None:
                     return
+                self._wait_for_quiet()
                 seq, sc, build = item
                 try:
                     event = build()
@@ -223,9 +245,13 @@ class Recorder:
                 self._queue.task_done()
 
     def flush(self) -> None:
-        """Wait until every :meth:`emit_later` event is journaled."""
+        """Wait until every :meth:`emit_later` event is journaled (building them now, without waiting for quiet)."""
         if self._queue is not None:
-            self._queue.join()
+            self._drain.set()
+            try:
+                self._queue.join()
+            finally:
+                self._drain.clear()
 
     def put_text(self, kind: str, text: str) -> str:
         """Capture ``text`` once per run under its hash (when ``capture_content`` is on); return the hash."""
@@ -259,6 +285,7 @@ class Recorder:
         if os.getpid() != self._pid:  # a forked child must not finalize its parent's journal
             return None
         if self._queue is not None:
+            self._drain.set()
             self._queue.put(None)
             if self._worker is not None:
                 self._worker.join()

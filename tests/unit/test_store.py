@@ -210,3 +210,26 @@ def test_a_journal_path_of_a_live_run_is_a_clear_error(tmp_path: Path) -> None:
         rec.emit(_s3(1))
         with pytest.raises(RunInProgressError, match=r"busy\.jsonl: a process is still recording"):
             pa_.load(rec.journal_path)
+
+
+def test_emit_later_waits_for_quiet_but_flush_and_close_build_everything(tmp_path: Path) -> None:
+    built: list[float] = []
+
+    def build(i: int) -> Event:
+        built.append(time.monotonic())
+        return _s3(i)
+
+    rec = Recorder(tmp_path, run_id="later")
+    t0 = time.monotonic()
+    for i in range(5):
+        rec.emit_later(lambda i=i: build(i))
+    rec.flush()  # flush builds at once, without waiting for quiet
+    assert len(built) == 5 and built[0] - t0 < Recorder.LATER_IDLE_S * 10
+    for i in range(5, 8):
+        rec.emit_later(lambda i=i: build(i))
+    time.sleep(Recorder.LATER_IDLE_S * 6)  # quiet: the worker catches up by itself
+    assert len(built) == 8
+    rec.emit_later(lambda: build(99))
+    path = rec.close()
+    assert path is not None and pq.read_table(path).num_rows == 9
+    assert sorted(pq.read_table(path).column("seq").to_pylist()) == list(range(9))
