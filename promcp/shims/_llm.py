@@ -308,25 +308,38 @@ _RESPONSE: dict[Wire, Callable[[Any], ChatOut]] = {
 
 
 class _Join:
-    """(tool name, canonical arguments) → tool-call ids the model produced, oldest first (bounded)."""
+    """(tool name, canonical arguments) → tool-call ids the model produced, oldest first (bounded).
+
+    ``take`` runs on the MCP call's path: it serializes the arguments only when the model has a pending call of
+    that tool name (a dict lookup otherwise).
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.calls: OrderedDict[tuple[str, str], deque[str]] = OrderedDict()
+        self.names: dict[str, int] = {}  # tool name -> pending keys with that name
         self.servers: dict[str, str] = {}
 
     def add(self, name: str, arguments: Any, call_id: str) -> None:
         key = (name, _canonical(arguments))
         with self.lock:
+            if key not in self.calls:
+                self.names[name] = self.names.get(name, 0) + 1
             self.calls.setdefault(key, deque()).append(call_id)
             self.calls.move_to_end(key)
             while len(self.calls) > _MAX_JOIN:
-                self.calls.popitem(last=False)
+                self._drop(self.calls.popitem(last=False)[0])
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        left = self.names.get(key[0], 0) - 1
+        if left > 0:
+            self.names[key[0]] = left
+        else:
+            self.names.pop(key[0], None)
 
     def take(self, name: str, arguments: Any) -> str | None:
-        with self.lock:
-            if not self.calls:
-                return None
+        if name not in self.names:  # no lock: a stale read only delays the join to the next lookup
+            return None
         key = (name, _canonical(arguments))
         with self.lock:
             ids = self.calls.get(key)
@@ -335,11 +348,13 @@ class _Join:
             call_id = ids.popleft()
             if not ids:
                 del self.calls[key]
+                self._drop(key)
             return call_id
 
     def clear(self) -> None:
         with self.lock:
             self.calls.clear()
+            self.names.clear()
             self.servers.clear()
 
 

@@ -222,3 +222,20 @@ def test_chat_span_with_genai_attributes(tmp_path: Path) -> None:
     rows = pq.read_table(path).to_pylist()
     assert {r["span_id"] for r in rows} == {f"{span.context.span_id:016x}"}  # S1 and S2 point at the span
     assert {r["trace_id"] for r in rows} == {f"{span.context.trace_id:032x}"}
+
+
+def test_join_table_bounded_and_keyed_by_canonical_arguments() -> None:
+    join = _llm._Join()
+    join.add("t", '{"b": 1, "a": [1, 2]}', "id1")  # the model's JSON string, keys in any order
+    join.add("t", {"a": [1, 2], "b": 1}, "id2")
+    assert join.take("other", {"a": [1, 2], "b": 1}) is None
+    assert join.take("t", {"b": 1, "a": [1, 2]}) == "id1"  # oldest first
+    assert join.take("t", {"a": [1, 2], "b": 1}) == "id2"
+    assert join.take("t", {"a": [1, 2], "b": 1}) is None and join.names == {}
+    for i in range(_llm._MAX_JOIN + 10):
+        join.add("n", {"i": i}, f"c{i}")
+    assert len(join.calls) == _llm._MAX_JOIN and join.names == {"n": _llm._MAX_JOIN}
+    assert (
+        join.take("n", {"i": 0}) is None
+        and join.take("n", {"i": _llm._MAX_JOIN + 9}) == f"c{_llm._MAX_JOIN + 9}"
+    )
