@@ -164,7 +164,7 @@ class Agent:
                 )
                 for call in response.tool_calls:  # sequential tool execution (evaluation card)
                     called_any = True
-                    text = await self._tool_call(task, call, spec_by_name, by_name, result)
+                    text, failed = await self._tool_call(task, call, spec_by_name, by_name, result)
                     messages.append(
                         Message(
                             "tool",
@@ -173,6 +173,7 @@ class Agent:
                             name=call.name,
                             origin=Origin.TOOL_RESULTS,
                             key=call.id,
+                            is_error=failed,
                         )
                     )
         result.status = "max_rounds"
@@ -315,7 +316,7 @@ class Agent:
         attrs_out: dict[str, Any] = {"finish_reason": response.finish_reason}
         if len(calls) > 1:
             attrs_out["tool_call_ids"] = [c.id for c in calls]
-        for key in ("parse_error", "generation_ms"):
+        for key in ("parse_error", "generation_ms", "load_ms", "server_total_ms", "request_id"):
             if key in response.attrs:
                 attrs_out[key] = response.attrs[key]
         out_text = (
@@ -368,18 +369,18 @@ class Agent:
         specs: dict[str, ToolSpec],
         conns: dict[str, ServerConnection],
         result: TaskResult,
-    ) -> str:
+    ) -> tuple[str, bool]:
         spec = specs.get(call.name)
         tok = self.backend.tokenizer
         if spec is None:
-            return self._invalid(
+            return self._invalid_pair(
                 call,
                 None,
                 "unknown_tool",
                 f"Error: unknown tool {call.name!r}. Available tools: {', '.join(specs)}",
             )
         if not arguments_are_valid_json(call.raw_arguments):
-            return self._invalid(
+            return self._invalid_pair(
                 call,
                 spec,
                 "invalid_arguments",
@@ -389,7 +390,7 @@ class Agent:
         if errors:
             e = errors[0]
             where = "/".join(map(str, e.path)) or "arguments"
-            return self._invalid(
+            return self._invalid_pair(
                 call,
                 spec,
                 "invalid_arguments",
@@ -401,7 +402,7 @@ class Agent:
                 conn = await self.pool.get(spec.server)
                 conns[spec.server] = conn
             except ServerError as exc:
-                return self._invalid(
+                return self._invalid_pair(
                     call, spec, exc.error_type, f"Error: server {spec.server!r} is unavailable: {exc}"
                 )
         self.progress("stage", {"task": task.id, "stage": f"S3/S4 {spec.server}:{spec.tool}"})
@@ -418,7 +419,11 @@ class Agent:
                 m=measure,
                 tokenizer=tok,
             )
-        return outcome.text
+        return outcome.text, outcome.status is not Status.OK
+
+    def _invalid_pair(self, *args: Any) -> tuple[str, bool]:
+        """An invalid or unsendable call: the error text for the model, flagged as an error result."""
+        return self._invalid(*args), True
 
     def _invalid(self, call: ToolCall, spec: ToolSpec | None, error_type: str, message: str) -> str:
         now = Clock.now()

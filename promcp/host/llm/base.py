@@ -129,6 +129,7 @@ class Message:
     name: str | None = None  # role "tool": the tool's name as the model called it
     origin: Origin = Origin.HISTORY
     key: str = ""
+    is_error: bool = False  # role "tool": the call failed (invalid, tool error, server down)
 
 
 @dataclass(frozen=True)
