@@ -6,7 +6,10 @@ client re-sends a conversation: system/injected context (``system``), earlier pr
 keys ``msg:<index>``), results of every earlier tool call (``tool_results``, key = call id), and this task's prompt
 and attachments (``user``, ``prompt`` / ``attachment:<name>``). Exports hold no tool definitions, so ``schemas``
 is not observable (``attrs.schemas_observable = false``). With provider usage (Claude Code) ``tokens_in`` is the
-provider total and the origins are the local counts scaled to it (largest remainder; ``attrs.origin_scale``).
+provider total. The export lacks what the client sent besides the conversation (its system prompt, the tool
+definitions, project memory), so when the provider total exceeds the local counts the difference is recorded as a
+``system`` part keyed ``unobserved`` instead of being spread over the observed origins; only when the local counts
+exceed the total (an over-estimating tokenizer) are they scaled down to it (``attrs.origin_scale``).
 """
 
 from __future__ import annotations
@@ -116,10 +119,13 @@ class Builder:
             total = call.usage.input_tokens
             local = sum(p.tokens for p in parts)
             attrs["tokens_in_estimate"] = local
-            attrs["origin_scale"] = round(total / local, 6) if local else None
             attrs["cache_read_tokens"] = call.usage.cache_read
             attrs["cache_write_tokens"] = call.usage.cache_write
-            parts = scale_parts(parts, total) if parts else [Part(Origin.HISTORY, "unobserved", total)]
+            if total >= local:  # the rest is context the export does not show (system prompt, tool schemas…)
+                parts = [*parts, Part(Origin.SYSTEM, "unobserved", total - local)]
+            else:
+                attrs["origin_scale"] = round(total / local, 6) if local else None
+                parts = scale_parts(parts, total)
             source = TokenSource.PROVIDER
         timing = _timing(call.prefill)
         if timing["latency_ms"] is None:  # split unknown: the whole call is on the output event
