@@ -20,7 +20,8 @@ Supported: the OpenAI Python SDK (``chat.completions.create``, sync and async), 
 (``messages.create``, sync and async) — patched process-wide by ``promcp.instrument(llm=True)`` or per client with
 :func:`wrap_openai` / :func:`wrap_anthropic` — and any chat function of the host's own (llama-cpp-python's
 ``create_chat_completion``, an Ollama ``/api/chat`` call, an OpenAI-compatible HTTP call) via :func:`wrap_chat` or
-:func:`record_chat`. Streaming calls are passed through unrecorded (documented limitation).
+:func:`record_chat`. Streamed responses (``stream=True``) are recorded when the stream ends, with the time to the
+first chunk as the input (prefill) latency.
 """
 
 from __future__ import annotations
@@ -301,6 +302,135 @@ _RESPONSE: dict[Wire, Callable[[Any], ChatOut]] = {
     "openai": _openai_out,
     "ollama": _ollama_out,
     "anthropic": _anthropic_out,
+}
+
+
+# -- streamed responses -------------------------------------------------------------------------------------------------
+
+
+class _OpenAIStream:
+    """Folds chat-completion chunks (``delta`` content and tool-call fragments, the final ``usage`` chunk)."""
+
+    def __init__(self) -> None:
+        self.out = ChatOut()
+        self.texts: list[str] = []
+        self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments so far]
+
+    def feed(self, chunk: Any) -> None:
+        self.out.model = _get(chunk, "model") or self.out.model
+        self.out.response_id = _get(chunk, "id") or self.out.response_id
+        for choice in _get(chunk, "choices") or ():
+            if _get(choice, "index", 0) != 0:
+                continue
+            delta = _get(choice, "delta") or {}
+            if _get(delta, "content"):
+                self.texts.append(str(_get(delta, "content")))
+            for tc in _get(delta, "tool_calls") or ():
+                slot = self.calls.setdefault(int(_get(tc, "index", 0) or 0), ["", "", ""])
+                fn = _get(tc, "function") or {}
+                slot[0] = str(_get(tc, "id") or slot[0])
+                slot[1] = slot[1] or str(_get(fn, "name") or "")
+                slot[2] += str(_get(fn, "arguments") or "")
+            self.out.finish_reason = _get(choice, "finish_reason") or self.out.finish_reason
+        usage = _get(chunk, "usage")
+        if usage is not None:
+            self.out.tokens_in = _get(usage, "prompt_tokens")
+            self.out.tokens_out = _get(usage, "completion_tokens")
+            details = _get(usage, "prompt_tokens_details")
+            if details is not None:
+                self.out.cache_read = _get(details, "cached_tokens")
+
+    def result(self) -> ChatOut:
+        self.out.text = "".join(self.texts)
+        self.out.tool_calls = [
+            ToolCall(cid or f"call_{i}", name, _parse_args(args))
+            for i, (cid, name, args) in sorted(self.calls.items())
+        ]
+        return self.out
+
+
+class _AnthropicStream:
+    """Folds Messages API stream events (message_start usage, content blocks, input_json deltas, message_delta)."""
+
+    def __init__(self) -> None:
+        self.out = ChatOut()
+        self.texts: list[str] = []
+        self.tools: dict[int, list[str]] = {}  # index -> [id, name, json so far]
+        self.plain_in: int | None = None
+
+    def feed(self, event: Any) -> None:
+        kind = _get(event, "type")
+        if kind == "message_start":
+            msg = _get(event, "message") or {}
+            self.out.model, self.out.response_id = _get(msg, "model"), _get(msg, "id")
+            usage = _get(msg, "usage") or {}
+            self.plain_in = _get(usage, "input_tokens")
+            self.out.cache_read = _get(usage, "cache_read_input_tokens")
+            self.out.cache_write = _get(usage, "cache_creation_input_tokens")
+            self.out.tokens_out = _get(usage, "output_tokens")
+        elif kind == "content_block_start":
+            block = _get(event, "content_block") or {}
+            if _get(block, "type") == "tool_use":
+                self.tools[int(_get(event, "index", 0) or 0)] = [
+                    str(_get(block, "id")),
+                    str(_get(block, "name")),
+                    "",
+                ]
+            elif _get(block, "type") == "text" and _get(block, "text"):
+                self.texts.append(str(_get(block, "text")))
+        elif kind == "content_block_delta":
+            delta = _get(event, "delta") or {}
+            if _get(delta, "type") == "text_delta":
+                self.texts.append(str(_get(delta, "text") or ""))
+            elif _get(delta, "type") == "input_json_delta":
+                slot = self.tools.get(int(_get(event, "index", 0) or 0))
+                if slot is not None:
+                    slot[2] += str(_get(delta, "partial_json") or "")
+        elif kind == "message_delta":
+            self.out.finish_reason = _get(_get(event, "delta") or {}, "stop_reason") or self.out.finish_reason
+            usage = _get(event, "usage")
+            if usage is not None and _get(usage, "output_tokens") is not None:
+                self.out.tokens_out = _get(usage, "output_tokens")
+
+    def result(self) -> ChatOut:
+        self.out.text = "".join(self.texts)
+        self.out.tool_calls = [
+            ToolCall(cid, name, _parse_args(args or "{}"))
+            for _i, (cid, name, args) in sorted(self.tools.items())
+        ]
+        if self.plain_in is not None:
+            self.out.tokens_in = self.plain_in + (self.out.cache_read or 0) + (self.out.cache_write or 0)
+        return self.out
+
+
+class _OllamaStream:
+    """Folds Ollama ``/api/chat`` stream objects (content pieces; counts and durations on the ``done`` object)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.calls: list[Any] = []
+        self.last: Any = None
+
+    def feed(self, chunk: Any) -> None:
+        message = _get(chunk, "message") or {}
+        if _get(message, "content"):
+            self.texts.append(str(_get(message, "content")))
+        self.calls.extend(_get(message, "tool_calls") or ())
+        if _get(chunk, "done"):
+            self.last = chunk
+
+    def result(self) -> ChatOut:
+        final = dict(self.last) if isinstance(self.last, Mapping) else {}
+        final["message"] = {"content": "".join(self.texts), "tool_calls": self.calls}
+        out = _ollama_out(final)
+        out.prompt_ms = None  # the stream's first chunk is measured instead
+        return out
+
+
+_STREAMS: dict[Wire, Callable[[], Any]] = {
+    "openai": _OpenAIStream,
+    "anthropic": _AnthropicStream,
+    "ollama": _OllamaStream,
 }
 
 
@@ -688,7 +818,8 @@ def wrap_chat(
     fn: Callable[..., Any], *, provider: str, wire: Wire = "openai", model: str | None = None
 ) -> Callable[..., Any]:
     """Wrap a chat function (sync or async) whose keyword arguments are the request and whose return value is the
-    response in ``wire`` shape. Streaming calls (``stream=True``) are passed through unrecorded."""
+    response in ``wire`` shape. With ``stream=True`` the caller gets a proxy of the stream: the call is recorded when
+    the stream ends, and the time to the first chunk splits it into input (prefill) and output latency."""
     if getattr(fn, "__promcp_wrapped__", False):
         return fn
 
@@ -697,7 +828,7 @@ def wrap_chat(
         @functools.wraps(fn)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             rec = current_recorder()
-            if rec is None or kwargs.get("stream"):
+            if rec is None:
                 return await fn(*args, **kwargs)
             pre = guard(_begin, wire, provider, model, kwargs)
             start = _Clock.now()
@@ -707,9 +838,7 @@ def wrap_chat(
                 if pre is not None:
                     guard(_done, rec, wire, pre, start, None, exc)
                 raise
-            if pre is not None:
-                guard(_done, rec, wire, pre, start, resp, None)
-            return resp
+            return _after(rec, wire, pre, start, resp, bool(kwargs.get("stream")))
 
         async_wrapper.__promcp_wrapped__ = True  # type: ignore[attr-defined]
         return async_wrapper
@@ -717,10 +846,11 @@ def wrap_chat(
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         rec = current_recorder()
-        if rec is None or kwargs.get("stream"):
+        if rec is None:
             return fn(*args, **kwargs)
         pre = guard(_begin, wire, provider, model, kwargs)
         start = _Clock.now()
+        stream = bool(kwargs.get("stream"))
         try:
             resp = fn(*args, **kwargs)
         except BaseException as exc:
@@ -728,17 +858,15 @@ def wrap_chat(
                 guard(_done, rec, wire, pre, start, None, exc)
             raise
         if inspect.isawaitable(resp):  # an async SDK method behind a sync decorator: record when awaited
-            return _finish_later(resp, rec, wire, pre, start)
-        if pre is not None:
-            guard(_done, rec, wire, pre, start, resp, None)
-        return resp
+            return _finish_later(resp, rec, wire, pre, start, stream)
+        return _after(rec, wire, pre, start, resp, stream)
 
     wrapper.__promcp_wrapped__ = True  # type: ignore[attr-defined]
     return wrapper
 
 
 async def _finish_later(
-    awaitable: Any, rec: Recorder, wire: Wire, pre: tuple[_LazyChat, Any] | None, start: _Clock
+    awaitable: Any, rec: Recorder, wire: Wire, pre: tuple[_LazyChat, Any] | None, start: _Clock, stream: bool
 ) -> Any:
     try:
         resp = await awaitable
@@ -746,9 +874,36 @@ async def _finish_later(
         if pre is not None:
             guard(_done, rec, wire, pre, start, None, exc)
         raise
-    if pre is not None:
+    return _after(rec, wire, pre, start, resp, stream)
+
+
+def _after(
+    rec: Recorder, wire: Wire, pre: tuple[_LazyChat, Any] | None, start: _Clock, resp: Any, stream: bool
+) -> Any:
+    """Record a complete response now, or hand back a proxy that records the stream when it ends."""
+    if pre is None:
+        return resp
+    if not stream:
         guard(_done, rec, wire, pre, start, resp, None)
-    return resp
+        return resp
+    proxy = guard(_stream_proxy, rec, wire, pre, start, resp)
+    return proxy if proxy is not None else resp
+
+
+def _stream_proxy(rec: Recorder, wire: Wire, pre: tuple[_LazyChat, Any], start: _Clock, resp: Any) -> Any:
+    from promcp.shims._llmstream import AsyncStream, SyncStream
+
+    acc = _STREAMS[wire]()
+    lazy, span = pre
+
+    def finish(first_ns: int | None, error: BaseException | None) -> None:
+        out = acc.result()
+        if first_ns is not None:  # time to first chunk = the measured prefill split of the call
+            out.prompt_ms = (first_ns - start.mono_ns) / 1e6
+        _emit(rec, lazy, out, start, _Clock.now(), span, error)
+
+    cls = AsyncStream if hasattr(resp, "__anext__") else SyncStream
+    return cls(resp, acc.feed, finish)
 
 
 def _provider_of(client: Any, default: str) -> str:

@@ -239,3 +239,150 @@ def test_join_table_bounded_and_keyed_by_canonical_arguments() -> None:
         join.take("n", {"i": 0}) is None
         and join.take("n", {"i": _llm._MAX_JOIN + 9}) == f"c{_llm._MAX_JOIN + 9}"
     )
+
+
+def _sse(events: list[tuple[str | None, Any]]) -> bytes:
+    out = []
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        out.append(f"{head}data: {data if isinstance(data, str) else json.dumps(data)}\n\n")
+    return "".join(out).encode()
+
+
+def _oa_chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-s1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if delta is not None else [],
+        "usage": usage,
+    }
+
+
+def test_openai_stream_recorded_when_consumed(rec: Recorder) -> None:
+    openai = pytest.importorskip("openai")
+    tc = {"index": 0, "id": "call_s", "type": "function", "function": {"name": "echo", "arguments": ""}}
+    body = _sse(
+        [
+            (None, _oa_chunk({"role": "assistant", "content": None, "tool_calls": [tc]})),
+            (None, _oa_chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"text": '}}]})),
+            (None, _oa_chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"streamed"}'}}]})),
+            (None, _oa_chunk({}, finish="tool_calls")),
+            (None, _oa_chunk(None, usage={"prompt_tokens": 90, "completion_tokens": 9, "total_tokens": 99})),
+            (None, "[DONE]"),
+        ]
+    )
+    with StubServer([Reply(200, body, {"content-type": "text/event-stream"})]) as stub:
+        client = _llm.wrap_openai(openai.OpenAI(base_url=stub.url + "/v1", api_key="k", max_retries=0))
+        stream = client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "echo streamed"}],
+            tools=TOOLS_OPENAI,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = list(stream)  # the caller iterates the SDK's chunks unchanged
+        assert len(chunks) == 5 and chunks[0].choices[0].delta.tool_calls[0].id == "call_s"
+    assert _llm.take_tool_call_id("echo", {"text": "streamed"}) == "call_s"
+    s1, s2 = _events(rec)
+    assert s1["timing_quality"] == "exact" and s1["latency_ms"] > 0  # time to first chunk
+    assert s2["stage"] == "S2" and s2["tool_call_id"] == "call_s" and s2["tokens_out"] == 9
+    assert s1["tokens_in"] == 90 and s1["token_source"] == "provider"
+
+
+def test_anthropic_async_stream_recorded(rec: Recorder) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_s",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-haiku-4-5",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 50, "output_tokens": 1, "cache_read_input_tokens": 7},
+        },
+    }
+    events = [
+        ("message_start", start),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}},
+        ),
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "lo"}},
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+
+    async def run(url: str) -> str:
+        client = _llm.wrap_anthropic(anthropic.AsyncAnthropic(base_url=url, api_key="k", max_retries=0))
+        stream = await client.messages.create(
+            model="claude-haiku-4-5", max_tokens=20, messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        text = ""
+        async with stream:
+            async for event in stream:
+                if event.type == "content_block_delta":
+                    text += event.delta.text
+        return text
+
+    import asyncio
+
+    with StubServer([Reply(200, _sse(events), {"content-type": "text/event-stream"})]) as stub:
+        assert asyncio.run(run(stub.url)) == "Hello"
+    s1, s6 = _events(rec)
+    assert s6["stage"] == "S6" and s6["tokens_out"] == 5 and s6["resp_preview"] == "Hello"
+    assert s1["tokens_in"] == 57 and s1["attrs"]["cache_read_tokens"] == 7
+    assert s1["latency_ms"] is not None and s6["latency_ms"] is not None
+
+
+class _FakeStream:
+    def __init__(self, chunks: list[dict[str, Any]]) -> None:
+        self._it = iter(chunks)
+        self.closed = False
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._it)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_stream_abandoned_and_broken_feed(rec: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    chunks = [{"message": {"content": f"w{i} "}} for i in range(5)] + [{"done": True, "eval_count": 5}]
+    fn = _llm.wrap_chat(lambda **kw: _FakeStream(chunks), provider="ollama", wire="ollama")
+    stream = fn(model="m", messages=[{"role": "user", "content": "go"}], stream=True)
+    assert next(stream) == chunks[0]
+    stream.close()  # abandoned after one chunk: still one input + one output event
+    assert stream.closed
+
+    class Broken:
+        def feed(self, chunk: Any) -> None:
+            raise RuntimeError("forced failure inside the hook")
+
+        def result(self) -> Any:
+            raise RuntimeError("forced failure inside the hook")
+
+    monkeypatch.setitem(_llm._STREAMS, "ollama", Broken)
+    stream = fn(model="m", messages=[{"role": "user", "content": "go"}], stream=True)
+    assert list(stream) == chunks  # the caller sees every chunk unchanged
+    s1, s6 = _events(rec)
+    assert (s1["stage"], s6["stage"]) == ("S1", "S6") and s6["resp_preview"] == "w0 "
