@@ -17,7 +17,27 @@ from promcp.recorder import Recorder
 from promcp.shims import _mcp, _spans
 from promcp.shims._patch import Patches
 
-__all__ = ["instrument", "is_instrumented", "uninstrument"]
+__all__ = [
+    "instrument",
+    "is_instrumented",
+    "record_chat",
+    "uninstrument",
+    "wrap_anthropic",
+    "wrap_chat",
+    "wrap_openai",
+]
+
+#: LLM client wrappers (S1/S2/S5/S6), imported on first use: see promcp.shims._llm and docs/instrument.md.
+_LLM_NAMES = frozenset({"record_chat", "wrap_anthropic", "wrap_chat", "wrap_openai"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LLM_NAMES:
+        from promcp.shims import _llm
+
+        return getattr(_llm, name)
+    raise AttributeError(f"module 'promcp.shims' has no attribute {name!r}")
+
 
 SUPPORTED_MCP = ">=2.3,<2.4"
 
