@@ -119,12 +119,42 @@ class Call:
     params: Mapping[str, Any] | None
     start: Clock
     request_id: str | None = None
-    request_bytes: int | None = None
     sent: Clock | None = None
     received: Clock | None = None
-    response_bytes: int | None = None
     span: Any = None
     own_span: bool = False
+    # the messages as sent/received; their wire size is computed when first asked for (on the recorder's worker
+    # or the span exporter's thread), not on the call's path: serializing a 10 KB response costs ~30 µs
+    request_msg: Any = None
+    response_msg: Any = None
+    _sizes: dict[str, int | None] = field(default_factory=dict)
+
+    def _wire_size(self, key: str, message: Any) -> int | None:
+        if key not in self._sizes:
+            self._sizes[key] = (
+                None
+                if message is None
+                else len(message.model_dump_json(by_alias=True, exclude_unset=True).encode())
+                + self.info.newline
+            )
+        return self._sizes[key]
+
+    @property
+    def request_bytes(self) -> int | None:
+        """The JSON-RPC request's bytes on the wire (stdio: plus the newline)."""
+        return self._wire_size("request", self.request_msg)
+
+    @property
+    def response_bytes(self) -> int | None:
+        """The JSON-RPC response's bytes on the wire (stdio: plus the newline)."""
+        return self._wire_size("response", self.response_msg)
+
+    def wire_attrs(self) -> dict[str, Any]:
+        """Span attributes computed at export time."""
+        return {
+            "promcp.request.bytes": self.request_bytes or 0,
+            "promcp.response.bytes": self.response_bytes or 0,
+        }
 
 
 _transport_var: contextvars.ContextVar[SessionInfo | None] = contextvars.ContextVar(
@@ -294,9 +324,7 @@ def _on_request(call: Call, message: Any) -> None:
     if getattr(message, "method", None) != call.method or getattr(message, "id", None) is None:
         return
     call.request_id = str(message.id)
-    call.request_bytes = (
-        len(message.model_dump_json(by_alias=True, exclude_unset=True).encode()) + call.info.newline
-    )
+    call.request_msg = message
     call.info.pending[call.request_id] = call
     call.span = _otel.on_request(call)
 
@@ -321,9 +349,7 @@ def _on_response(info: SessionInfo, item: Any) -> None:
     if call is None:
         return
     call.received = Clock.now()
-    call.response_bytes = (
-        len(message.model_dump_json(by_alias=True, exclude_unset=True).encode()) + info.newline
-    )
+    call.response_msg = message
     _otel.on_response(call)
 
 
@@ -363,6 +389,7 @@ def _finish(call: Call, result: Any, exc: BaseException | None) -> None:
     if isinstance(result, Mapping) and result.get("isError"):
         error_type = "tool_error"
     guard(_otel.on_finish, call, error_type)
+    guard(_otel.defer, call.span, call.wire_attrs)
     if call.method in ("initialize", "server/discover"):
         _on_handshake(rec, call, result, end, status, error_type, err_attrs)
     elif call.method == "tools/list":

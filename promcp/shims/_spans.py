@@ -122,7 +122,6 @@ def on_request(call: Call) -> Any:
         "promcp.stage": stage,
         "promcp.phase": phase or "tool_call",
         "promcp.transport": transport,
-        "promcp.request.bytes": call.request_bytes or 0,
         "promcp.server": call.info.name(),
     }
     if call.info.protocol_version:
@@ -158,7 +157,7 @@ def on_response(call: Call) -> None:
     """Inside ``_dispatch`` (the SDK span still open): add response attributes."""
     if call.span is None:
         return
-    attrs: dict[str, Any] = {"promcp.response.bytes": call.response_bytes or 0}
+    attrs: dict[str, Any] = {}  # byte counts are added at export time (Call.wire_attrs via defer)
     if call.sent is not None and call.received is not None:
         attrs["promcp.wire_rtt_ms"] = call.sent.ms_to(call.received)
     call.span.set_attributes(attrs)
@@ -186,8 +185,20 @@ def defer(span: Any, build: Callable[[], dict[str, Any]]) -> None:
         return
     ctx = span.get_span_context()
     with deferred.lock:
+        earlier = deferred.by_span.get(ctx.span_id)
+        if earlier is not None:  # several builders for one span: merge their attributes
+            build = _merged(earlier, build)
         if len(deferred.by_span) < _MAX_DEFERRED:
             deferred.by_span[ctx.span_id] = build
+
+
+def _merged(
+    first: Callable[[], dict[str, Any]], second: Callable[[], dict[str, Any]]
+) -> Callable[[], dict[str, Any]]:
+    def build() -> dict[str, Any]:
+        return {**(guard(first) or {}), **(guard(second) or {})}
+
+    return build
 
 
 class TokenEnrichingExporter:
