@@ -18,6 +18,7 @@ from promcp.shims import _mcp, _spans
 from promcp.shims._patch import Patches
 
 __all__ = [
+    "flush",
     "instrument",
     "is_instrumented",
     "record_chat",
@@ -113,12 +114,22 @@ def instrument(
         return rec
 
 
+def flush() -> None:
+    """Journal every event recorded so far (the hooks hand events over when the caller's task next yields, and
+    tokens are counted on the recorder's worker thread); returns when they are on disk."""
+    _mcp.drain()
+    rec = _state.recorder
+    if rec is not None:
+        rec.flush()
+
+
 def uninstrument() -> Path | None:
     """Undo :func:`instrument`: restore every patched attribute, flush spans, and close (finalize to Parquet) the
     recorder that ``instrument()`` created. Returns the run's Parquet path (None if the recorder was the caller's).
     Safe to call when not instrumented."""
     from promcp.recorder import _global_recorder
 
+    _mcp.drain()
     with _state.lock:
         patches, rec, owns = _state.patches, _state.recorder, _state.owns_recorder
         _state.patches, _state.recorder, _state.owns_recorder = None, None, False

@@ -19,8 +19,11 @@ thread (``Recorder.emit_later``). Every hook body runs under :func:`promcp.shims
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import contextvars
+import functools
 import os
 import sys
 import time
@@ -394,8 +397,37 @@ def _finish(call: Call, result: Any, exc: BaseException | None) -> None:
         _on_handshake(rec, call, result, end, status, error_type, err_attrs)
     elif call.method == "tools/list":
         _on_tools_list(rec, call, result, end, status, error_type, err_attrs)
-    elif call.method == "tools/call":
-        _on_tools_call(rec, call, result, end, status, error_type, err_attrs)
+    elif call.method == "tools/call":  # the hot path: hand the event to the recorder once the caller yields
+        _run_later(functools.partial(_on_tools_call, rec, call, result, end, status, error_type, err_attrs))
+
+
+_later: collections.deque[Callable[[], Any]] = collections.deque()
+
+
+def _run_later(fn: Callable[[], Any]) -> None:
+    """Run ``fn`` (in the current context) when the caller's task next yields to the event loop.
+
+    Waking the recorder's worker while the caller is still returning through the SDK (result validation, its own
+    code) makes the two threads contend for the GIL on the call's path; one loop iteration later the caller is
+    usually waiting on I/O. :func:`drain` (called by ``promcp.shims.flush()`` and ``uninstrument()``) runs whatever
+    is still queued, so nothing is lost when the loop stops first.
+    """
+    ctx = contextvars.copy_context()
+    _later.append(functools.partial(ctx.run, fn))
+    try:
+        asyncio.get_running_loop().call_soon(drain)
+    except RuntimeError:  # no asyncio loop (trio backend, or called outside a loop): run now
+        drain()
+
+
+def drain() -> None:
+    """Run every deferred event hand-off now (idempotent, any thread)."""
+    while True:
+        try:
+            fn = _later.popleft()
+        except IndexError:
+            return
+        guard(fn)
 
 
 def _emit_startup(info: SessionInfo) -> None:
