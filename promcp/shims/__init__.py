@@ -22,6 +22,7 @@ __all__ = [
     "instrument",
     "is_instrumented",
     "record_chat",
+    "record_session",
     "uninstrument",
     "wrap_anthropic",
     "wrap_chat",
@@ -114,11 +115,47 @@ def instrument(
         return rec
 
 
-def flush() -> None:
+def record_session(
+    session: Any,
+    recorder: Recorder,
+    *,
+    server: str | None = None,
+    transport: str | None = None,
+    tokenizer: str = "o200k_base",
+) -> None:
+    """Record one MCP session (a ``ClientSession``, or an entered ``Client``) into ``recorder`` — no process-wide
+    recorder, other sessions untouched. For a harness that owns its recorders (e.g. one per run).
+
+    Installs promcp's hooks if :func:`instrument` has not (``uninstrument()`` removes them). ``server`` names the
+    server in the events (default: the server's own ``serverInfo.name``). ``transport`` is needed only for a session
+    whose transport was opened before the hooks were installed (then its start-up events are not recorded either);
+    open the transport after calling :func:`instrument` or ``record_session`` on an earlier session to get them.
+    """
+    from promcp import tokenizers
+    from promcp.events import Transport
+
+    kind = Transport(transport) if transport is not None else None
+    target = session.session if hasattr(session, "_session") and hasattr(session, "session") else session
+    with _state.lock:
+        if _state.patches is None:
+            counter = tokenizers.get(tokenizer)
+            patches = Patches()
+            try:
+                _mcp.install(patches)
+            except BaseException:
+                patches.undo()
+                raise
+            _mcp.settings.tokenizer = counter
+            _state.patches, _state.recorder, _state.owns_recorder = patches, None, False
+        _mcp.tag_session(target, recorder, server, kind)
+
+
+def flush(recorder: Recorder | None = None) -> None:
     """Journal every event recorded so far (the hooks hand events over when the caller's task next yields, and
-    tokens are counted on the recorder's worker thread); returns when they are on disk."""
+    tokens are counted on the recorder's worker thread); returns when they are on disk. Flushes the recorder of
+    :func:`instrument`, or ``recorder`` (call ``flush(rec)`` before ``rec.close()`` with :func:`record_session`)."""
     _mcp.drain()
-    rec = _state.recorder
+    rec = recorder or _state.recorder
     if rec is not None:
         rec.flush()
 

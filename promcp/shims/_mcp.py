@@ -94,6 +94,7 @@ class SessionInfo:
 
     transport: Transport
     label: str  # server name until the server tells its own
+    recorder: Recorder | None = None  # set by promcp.shims.record_session(); else the current recorder
     opened: Clock = field(default_factory=Clock.now)
     spawn_start: Clock | None = None
     spawn_end: Clock | None = None
@@ -284,6 +285,37 @@ def _tag_dispatcher(session: Any) -> None:
     dispatcher._promcp = info or SessionInfo(Transport.INPROC, "inproc")  # type: ignore[attr-defined]
 
 
+def tag_session(
+    session: Any, recorder: Recorder, server: str | None, transport: Transport | None
+) -> SessionInfo:
+    """Bind one session's dispatcher to ``recorder`` (see promcp.shims.record_session)."""
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+    from promcp.errors import InstrumentationError
+
+    dispatcher = getattr(session, "_dispatcher", None)
+    if not isinstance(dispatcher, JSONRPCDispatcher):
+        raise InstrumentationError(
+            f"record_session(): {type(session).__name__} has no JSON-RPC dispatcher to record "
+            "(an in-process Client(server) in modern mode sends no JSON-RPC; use mode='legacy')"
+        )
+    info: SessionInfo | None = getattr(dispatcher, "_promcp", None)
+    if info is None or (transport is not None and info.transport is not transport):
+        if transport is None:
+            raise InstrumentationError(
+                "record_session(): this session's transport was opened before promcp's hooks were installed, "
+                "so promcp cannot tell it; pass transport='stdio'|'streamable_http'|'sse'|'inproc'"
+            )
+        info = SessionInfo(
+            transport, server or transport.value, startup_emitted=True
+        )  # start-up was not seen
+        dispatcher._promcp = info  # type: ignore[attr-defined]
+    info.recorder = recorder
+    if server:
+        info.server = server
+    return info
+
+
 def wrap_send_raw_request(orig: Callable[..., Any]) -> Callable[..., Any]:
     async def send_raw_request(
         self: Any, method: str, params: Mapping[str, Any] | None, opts: Any = None, **kwargs: Any
@@ -380,7 +412,7 @@ def _error(exc: BaseException) -> tuple[Status, str, dict[str, Any]]:
 
 
 def _finish(call: Call, result: Any, exc: BaseException | None) -> None:
-    rec = current_recorder()
+    rec = call.info.recorder or current_recorder()
     end = Clock.now()
     if call.received is None and exc is None:
         call.received = end
@@ -432,7 +464,7 @@ def drain() -> None:
 
 def _emit_startup(info: SessionInfo) -> None:
     """spawn and ready, once per connection (deferred until the server's name is known or the transport closes)."""
-    rec = current_recorder()
+    rec = info.recorder or current_recorder()
     if info.startup_emitted or rec is None:
         return
     info.startup_emitted = True
