@@ -1,28 +1,32 @@
 """Deferred hand-off of tools/call events (promcp.shims._mcp._run_later / drain): run when the caller's task next
-yields, in the caller's context, and never lost when the event loop stops first."""
+yields, under the caller's promcp scope, and never lost when the event loop stops first."""
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 
+from promcp.recorder import current_scope, scope
 from promcp.shims import _mcp
 
-_var: contextvars.ContextVar[str] = contextvars.ContextVar("test_defer_var", default="unset")
 
+def test_runs_after_the_caller_yields_under_its_scope() -> None:
+    seen: list[tuple[str | None, str | None]] = []
 
-def test_runs_after_the_caller_yields_in_its_context() -> None:
-    seen: list[str] = []
+    def note() -> None:
+        sc = current_scope()
+        seen.append((sc.task_id, sc.tool_call_id))
 
-    async def caller() -> list[str]:
-        _var.set("caller-scope")
-        _mcp._run_later(lambda: seen.append(_var.get()))
+    async def caller() -> list[tuple[str | None, str | None]]:
+        with scope(task_id="t1", tool_call_id="call_9"):
+            _mcp._run_later(note)
+            _mcp._run_later(note)  # one drain takes both
         before = list(seen)  # still on the caller's path: nothing ran yet
         await asyncio.sleep(0)
         return before
 
     assert asyncio.run(caller()) == []
-    assert seen == ["caller-scope"]
+    assert seen == [("t1", "call_9"), ("t1", "call_9")]
+    assert current_scope().task_id is None  # the drain did not leak the scope
 
 
 def test_nothing_lost_when_the_loop_stops_first_and_failures_contained() -> None:
