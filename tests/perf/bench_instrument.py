@@ -1,8 +1,8 @@
 """Overhead of promcp.instrument() on a stdio tools/call round trip, measured in one run as a ratio.
 
 Two sessions to promcp's own ``echo`` server (``python -m promcp.servers.echo``, stdio) are opened while
-instrumented, then instrumentation is switched off. Calls run in triples — bare, instrumented, inline count, in
-rotating order — alternating between the two server processes, so neither the load swings of a shared machine nor
+instrumented, then instrumentation is switched off. Calls run in triples — bare, instrumented, inline count, taking
+all six orders in turn — alternating between the two server processes, so neither the load swings of a shared machine nor
 the placement of one server process favours a mode (comparing separate blocks minutes apart measured anything from
 0.9x to 1.6x here). For an instrumented call ``promcp.instrument()`` is switched on just before it and off after it
 (outside the timed region; the first call after switching on pays any cold-cache cost, a bias against promcp).
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import random
 import statistics
 import sys
@@ -46,6 +47,9 @@ from promcp.shims._footprint import arguments_text, result_text
 
 SIZES = {"1 KB": 1024, "10 KB": 10 * 1024}
 MODES = ("bare", "instrumented", "inline count")
+#: every order of the three modes in turn: each mode is preceded equally often by each other mode (a call after
+#: an inline count or a worker drain runs with caches the tokenizer just evicted)
+ORDERS = tuple(itertools.permutations(MODES))
 _WORDS = [
     "the",
     "quick",
@@ -145,7 +149,7 @@ async def main(calls: int, fsync: str) -> int:
                 for i in range(calls):
                     session = (one, two)[i % 2]  # each mode runs on both server processes alike
                     for k in range(len(MODES)):
-                        mode = MODES[(i + k) % len(MODES)]
+                        mode = ORDERS[i % len(ORDERS)][k]
                         text = texts[i * len(MODES) + k]
                         if mode == "instrumented":
                             promcp.instrument(recorder=rec, llm=False)
