@@ -82,7 +82,8 @@ def test_openai_host_s1_to_s6_joined(tmp_path: Path) -> None:
     assert by["S4"]["resp_preview"] == "joined" and by["S4"]["footprint_tokens"] >= 1
     assert by["S1"]["round"] == 1 and by["S5"]["round"] == 2 and by["S6"]["round"] == 2
     assert "call_join_1" in _keys(by["S5"]) and by["S5"]["in_tool_results"] > 0
-    assert "echo/echo" in _keys(by["S1"])  # schema part keyed <server>/<tool>: tools/list told the LLM wrapper
+    # schema part keyed <server>/<tool>: tools/list told the LLM wrapper which server offers "echo"
+    assert "echo/echo" in _keys(by["S1"])
     assert by["S1"]["tokens_in"] == 412 and by["S6"]["tokens_out"] == 12  # provider usage from the wire
     assert {r["phase"] for r in rows if r["stage"] == "INIT"} >= {"spawn", "initialize", "tools_discovery"}
 
