@@ -607,6 +607,7 @@ def _emit(
     span: Any,
     exc: BaseException | None,
 ) -> None:
+    _drain_mcp()  # MCP events still waiting for their hand-off come first (journal order = call order)
     scope_round = current_scope().round
     model = (out.model if out else None) or lazy.model
     provider = lazy.provider
@@ -728,6 +729,14 @@ def _emit(
         )
 
     rec.emit_later(build_out)
+
+
+def _drain_mcp() -> None:
+    from promcp.shims import _mcp
+
+    drain = getattr(_mcp, "drain", None)
+    if drain is not None:
+        drain()
 
 
 def _failure(exc: BaseException) -> tuple[Status, str]:

@@ -418,6 +418,8 @@ def _error(exc: BaseException) -> tuple[Status, str, dict[str, Any]]:
 def _finish(call: Call, result: Any, exc: BaseException | None) -> None:
     rec = call.info.recorder or current_recorder()
     end = Clock.now()
+    if _later:  # earlier calls' events first: the journal's order (seq) stays the order calls ended in
+        drain()
     if call.received is None and exc is None:
         call.received = end
     call.info.pending.pop(call.request_id or "", None)
@@ -445,8 +447,9 @@ def _run_later(fn: Callable[[], Any]) -> None:
     """Run ``fn`` when the caller's task next yields to the event loop, under the caller's current scope.
 
     Waking the recorder's worker while the caller is still returning through the SDK (result validation, its own
-    code) makes the two threads contend for the GIL on the call's path; one loop iteration later the caller is
-    usually waiting on I/O. Only the scope (a frozen value) is captured, not a copy of the whole context: copying
+    code) makes the two threads contend for the GIL on the call's path (~100 µs of caller CPU per call measured in
+    tests/perf/bench_instrument.py); one loop iteration later the caller is usually waiting on I/O. Every other
+    emitter of the shims (the next MCP call, the LLM wrappers) drains first, so the journal order is kept. Only the scope (a frozen value) is captured, not a copy of the whole context: copying
     contexts cost ~15 µs per call here. :func:`drain` (called by ``promcp.shims.flush()`` and ``uninstrument()``)
     runs whatever is still queued, so nothing is lost when the loop stops first.
     """

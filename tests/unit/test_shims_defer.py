@@ -4,6 +4,8 @@ yields, under the caller's promcp scope, and never lost when the event loop stop
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 from promcp.recorder import current_scope, scope
 from promcp.shims import _mcp
@@ -55,3 +57,30 @@ def test_outside_an_event_loop_runs_now() -> None:
     seen: list[int] = []
     _mcp._run_later(lambda: seen.append(7))
     assert seen == [7]
+
+
+def test_llm_events_after_pending_mcp_events_keep_journal_order(tmp_path: Path) -> None:
+    """A host that calls a (sync) LLM right after a tools/call, without yielding: S3/S4 still precede S5/S6."""
+    from promcp.recorder import Recorder
+    from promcp.shims import _llm
+
+    rec = Recorder(tmp_path / "t", fsync="never")
+    order: list[str] = []
+    real = rec.emit_later
+
+    def spy(build: Any) -> None:
+        order.append("llm" if getattr(build, "__name__", "") in ("build_in", "build_out") else "mcp")
+        real(build)
+
+    rec.emit_later = spy  # type: ignore[method-assign]
+
+    async def host() -> None:
+        with rec.activate():
+            _mcp._run_later(lambda: rec.emit_later(lambda: None))  # a tools/call's pending hand-off
+            _llm.record_chat(
+                provider="p", request={"messages": [{"role": "user", "content": "q"}]}, response={}
+            )
+
+    asyncio.run(host())
+    rec.close()
+    assert order == ["mcp", "llm", "llm"]
