@@ -322,6 +322,18 @@ class ServerPool:
             raise
         return conn
 
+    def _spawned(self, conn: ServerConnection, start: Clock, attrs: dict[str, Any]) -> None:
+        """INIT spawn: the server process (or the command that starts an HTTP server) is running."""
+        mcp_events.init_event(
+            self.rec,
+            server=conn.name,
+            transport=conn.transport,
+            phase=Phase.SPAWN,
+            start=start,
+            end=Clock.now(),
+            attrs=attrs,
+        )
+
     def _fail(
         self, conn: ServerConnection, phase: Phase, start: Clock, error_type: str, err: str, attempt: int
     ) -> ServerError:
@@ -388,15 +400,7 @@ class ServerPool:
                 raise self._fail(
                     conn, Phase.SPAWN, start, "spawn_failed", f"cannot start {cmd.command}: {exc}", attempt
                 ) from exc
-            mcp_events.init_event(
-                self.rec,
-                server=conn.name,
-                transport=conn.transport,
-                phase=Phase.SPAWN,
-                start=start,
-                end=Clock.now(),
-                attrs=attrs,
-            )
+            self._spawned(conn, start, attrs)
             ready_start = Clock.now()
         else:
             assert cfg.url is not None
@@ -420,15 +424,7 @@ class ServerPool:
                         f"cannot start {cfg.start.command}: {exc}",
                         attempt,
                     ) from exc
-                mcp_events.init_event(
-                    self.rec,
-                    server=conn.name,
-                    transport=conn.transport,
-                    phase=Phase.SPAWN,
-                    start=start,
-                    end=Clock.now(),
-                    attrs=attrs,
-                )
+                self._spawned(conn, start, attrs)
             ready_start = Clock.now()
             try:
                 await _wait_port(cfg.url, left(), conn._process)
