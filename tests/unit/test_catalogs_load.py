@@ -141,6 +141,12 @@ def test_duplicates_in_a_small_file(tmp_path: Path) -> None:
         ),
         ('[{"id": "nounderscore", "full_schema": {"name": "x", "inputSchema": {}}}]', "[0].id", "id"),
         ('{"tools": [{"name": "x", "inputSchema": {"type": "string"}}]}', "tools[0]", "object"),
+        (
+            '{"servers": {"W": {"tools": {"s": {"name": "s", "description": "d", "input_schema": []}}}}}',
+            'servers["W"].tools["s"].input_schema',
+            "must be a JSON object",
+        ),
+        ('{"servers": {"W": {"name": "W"}}}', 'servers["W"].tools', "needs 'tools'"),
     ],
 )
 def test_malformed_input_names_file_and_entry(tmp_path: Path, content: str, key: str, words: str) -> None:
@@ -177,3 +183,18 @@ def test_captured_tools_list_keeps_its_bytes(tmp_path: Path) -> None:
     path.write_text(text)
     server = load_catalog(path).server("echo")
     assert server.tools_list_bytes() == text.encode()
+
+
+def test_captured_tools_list_keeps_exact_bytes_and_envelopes(tmp_path: Path) -> None:
+    body = (
+        b'{"tools":[{"name":"get","description":"G\\u00e9t","inputSchema":{"type":"object"},'
+        b'"annotations":{"readOnlyHint":true}}]}'
+    )
+    f = tmp_path / "weather.tools.json"
+    f.write_bytes(body + b"\n")
+    server = load_catalog(f).server("weather")
+    assert server.tools_list_bytes() == body
+    assert server.tools[0].wire["annotations"] == {"readOnlyHint": True}
+    envelope = tmp_path / "wiki.json"
+    envelope.write_text(json.dumps({"jsonrpc": "2.0", "id": 2, "result": json.loads(body)}))
+    assert load_catalog(envelope).server("wiki").tools_list_result() == json.loads(body)
