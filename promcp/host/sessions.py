@@ -322,16 +322,16 @@ class ServerPool:
             raise
         return conn
 
-    def _spawned(self, conn: ServerConnection, start: Clock, attrs: dict[str, Any]) -> None:
-        """INIT spawn: the server process (or the command that starts an HTTP server) is running."""
+    def _phase_done(self, conn: ServerConnection, phase: Phase, start: Clock, **fields: Any) -> None:
+        """An INIT start-up phase of ``conn`` that began at ``start`` has just ended."""
         mcp_events.init_event(
             self.rec,
             server=conn.name,
             transport=conn.transport,
-            phase=Phase.SPAWN,
+            phase=phase,
             start=start,
             end=Clock.now(),
-            attrs=attrs,
+            **fields,
         )
 
     def _fail(
@@ -400,7 +400,7 @@ class ServerPool:
                 raise self._fail(
                     conn, Phase.SPAWN, start, "spawn_failed", f"cannot start {cmd.command}: {exc}", attempt
                 ) from exc
-            self._spawned(conn, start, attrs)
+            self._phase_done(conn, Phase.SPAWN, start, attrs=attrs)
             ready_start = Clock.now()
         else:
             assert cfg.url is not None
@@ -424,7 +424,7 @@ class ServerPool:
                         f"cannot start {cfg.start.command}: {exc}",
                         attempt,
                     ) from exc
-                self._spawned(conn, start, attrs)
+                self._phase_done(conn, Phase.SPAWN, start, attrs=attrs)
             ready_start = Clock.now()
             try:
                 await _wait_port(cfg.url, left(), conn._process)
@@ -440,15 +440,7 @@ class ServerPool:
                 ) from exc
             read, write = streams[0], streams[1]
             # HTTP servers refuse requests before initialize: ready = port open + transport open
-            mcp_events.init_event(
-                self.rec,
-                server=conn.name,
-                transport=conn.transport,
-                phase=Phase.READY,
-                start=ready_start,
-                end=Clock.now(),
-                attrs=attrs,
-            )
+            self._phase_done(conn, Phase.READY, ready_start, attrs=attrs)
         conn.writer = _TimedWriteStream(write)
         session = await stack.enter_async_context(ClientSession(read, conn.writer))
         conn.session = session
@@ -479,16 +471,7 @@ class ServerPool:
 
         if policy.ready_probe and cfg.transport == "stdio":
             await step(Phase.READY, "ping", session.send_ping, left())
-            mcp_events.init_event(
-                self.rec,
-                server=conn.name,
-                transport=conn.transport,
-                phase=Phase.READY,
-                start=ready_start,
-                end=Clock.now(),
-                mcp_method="ping",
-                attrs=attrs,
-            )
+            self._phase_done(conn, Phase.READY, ready_start, mcp_method="ping", attrs=attrs)
         t0, init = await step(Phase.INITIALIZE, "initialize", session.initialize, left())
         conn.protocol_version = str(init.protocol_version)
         server_info = getattr(init, "server_info", None)
