@@ -263,6 +263,7 @@ def schema_tools() -> dict[str, Any]:
         base.transform_filter("!datum.called")
         .mark_text(align="left", dx=4, fontSize=10, color="#b00", fontStyle="italic", text="never called")
         .encode(x="schema_tokens:Q", y=y)
+        .properties(name="never")
     )
     cost = base.mark_bar().encode(
         x=alt.X(
@@ -290,6 +291,9 @@ def schema_tools() -> dict[str, Any]:
     return _finish(chart)
 
 
+MEASURES: Final = ["one tools/list", "paid over every call"]
+
+
 def schema_servers() -> dict[str, Any]:
     """Servers: the schema tokens of one tools/list, and what all of their schemas cost over every call."""
     rows = _tool_rows(alt.Chart(alt.NamedData("schemas"))).transform_aggregate(
@@ -303,13 +307,14 @@ def schema_servers() -> dict[str, Any]:
     ).transform_calculate(
         measure="datum.measure === 'schema_tokens' ? 'one tools/list' : 'paid over every call'"
     )
-    chart = folded.mark_bar().encode(
-        y=alt.Y("server:N", sort=alt.EncodingSortField("tokens", op="max", order="descending"), title=None),
-        yOffset=alt.YOffset("measure:N"),
+    y = alt.Y("server:N", sort=alt.EncodingSortField("tokens", op="max", order="descending"), title=None)
+    bars = folded.mark_bar().encode(
+        y=y,
+        yOffset=alt.YOffset("measure:N", sort=MEASURES),
         x=alt.X("tokens:Q", title="schema tokens", axis=alt.Axis(format=",d")),
         color=alt.Color(
             "measure:N",
-            scale=alt.Scale(domain=["one tools/list", "paid over every call"], range=["#f4a3a3", "#d62728"]),
+            scale=alt.Scale(domain=MEASURES, range=["#f4a3a3", "#d62728"]),
             title=None,
         ),
         tooltip=[
@@ -319,6 +324,18 @@ def schema_servers() -> dict[str, Any]:
             alt.Tooltip("tools:Q", title="tools", format=",d"),
         ],
     )
+    labels = folded.mark_text(align="left", dx=4, fontSize=10, color="#333").encode(
+        y=y,
+        yOffset=alt.YOffset("measure:N", sort=MEASURES),
+        x="tokens:Q",
+        text=alt.Text("tokens:Q", format=",.0f"),
+    )
+    room = (
+        folded.transform_calculate(room="datum.tokens * 1.15")
+        .mark_point(opacity=0)
+        .encode(y=y, yOffset=alt.YOffset("measure:N", sort=MEASURES), x="room:Q")
+    )
+    chart = alt.layer(bars, labels, room)
     return _finish(chart.properties(width="container", height=alt.Step(12)), fit_x=True)
 
 

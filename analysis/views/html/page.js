@@ -163,6 +163,7 @@
     const tools = structuredClone(specs.schema_tools);
     const resent = rows.some((r) => r.tokens_total > 0);
     if (!resent) tools.hconcat = tools.hconcat.slice(0, 1);  // no LLM call carried a schema: nothing to re-send
+    if (rows.every((r) => r.called)) tools.hconcat[0].layer = tools.hconcat[0].layer.filter((l) => !String(l.name).startsWith("never"));
     $("schema-facts").textContent = resent ? "" : "No LLM call of this selection carried tool schemas (no S1/S5 " +
       "event lists schema parts), so there is no re-send cost; the bars show one listing of each tool.";
     return Promise.all([
