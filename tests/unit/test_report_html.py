@@ -238,6 +238,14 @@ def test_saved_whatif_result_is_drawn(tmp_path: Path, capsys: pytest.CaptureFixt
     assert json.loads(out.out)["mode"] == "dataset" and "left out" in out.err
 
 
+def test_a_broken_saved_whatif_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    ds = write_dataset(tmp_path / "ds", synth.events(2, seed=4))
+    (ds / "whatif.json").write_text("{not json")
+    with pytest.warns(PromcpWarning, match=r"whatif\.json.*not a JSON what-if result"):
+        out = write_html(ds, tmp_path / "p.html")
+    assert embedded(out)["whatif"] is None and embedded(out)["header"]["tasks"] == 2
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

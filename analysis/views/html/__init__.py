@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,19 +26,29 @@ from promcp.analysis.tables import ParquetEvents
 from promcp.analysis.views.html._data import PageData, Table, page_data
 from promcp.analysis.views.html._page import render
 from promcp.analysis.views.html._tasks import Limits
-from promcp.errors import ConfigError
+from promcp.errors import ConfigError, PromcpWarning
 
 if TYPE_CHECKING:
     from promcp.analysis.whatif import WhatifResult
 
 
 def find_whatif(dataset: str | Path) -> WhatifResult | None:
-    """The what-if result saved in a dataset directory (``DATASET/whatif.json``), if there is one."""
+    """The what-if result saved in a dataset directory (``DATASET/whatif.json``), if there is one.
+
+    A saved file that is not a what-if result is left out with a :class:`~promcp.errors.PromcpWarning` naming it:
+    the rest of the page does not depend on it.
+    """
     from promcp.analysis.whatif import RESULT_FILE, read_result
 
     path = Path(dataset)
     candidate = path / RESULT_FILE if path.is_dir() else None
-    return read_result(candidate) if candidate is not None and candidate.is_file() else None
+    if candidate is None or not candidate.is_file():
+        return None
+    try:
+        return read_result(candidate)
+    except ConfigError as exc:
+        warnings.warn(f"{exc}; the page has no what-if section", PromcpWarning, stacklevel=2)
+        return None
 
 
 def write_html(
