@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promcp.analysis.tables import ParquetEvents
+from promcp.analysis.engine import ParquetEvents, RunRef
 from promcp.store.parquet import ARROW_SCHEMA, CONTENT_SCHEMA, content_files, discover
 
 
@@ -54,7 +54,16 @@ def scan(path: str | Path) -> ParquetEvents:
     names: dict[str, None] = {}
     for run in runs:
         names.update(dict.fromkeys(pq.read_schema(run.path).names))
-    return ParquetEvents(files=tuple(run.path for run in runs), column_names=tuple(names))
+    refs = tuple(
+        RunRef(
+            run_id=str(run.run.get("run_id") or run.path.parent.name.removeprefix("run_id=")),
+            path=run.path,
+            created_ns=run.run.get("created_ns"),
+            topology=run.run.get("topology"),
+        )
+        for run in runs
+    )
+    return ParquetEvents(files=tuple(run.path for run in runs), column_names=tuple(names), runs=refs)
 
 
 def _types_mapper(typ: pa.DataType) -> pd.ArrowDtype | None:

@@ -1,0 +1,65 @@
+"""promcp.analysis.views — every table the CLI prints, described once and rendered per output format.
+
+A command builds a :class:`Document` (see :mod:`promcp.analysis.views.base`) and prints it with the renderer of the
+chosen ``--format``::
+
+    from promcp.analysis.views import get_renderer
+    get_renderer("markdown").write(doc, sys.stdout)
+
+Renderers: ``table`` (rich terminal, :mod:`.terminal`), ``markdown`` (:mod:`.markdown`), ``csv`` (:mod:`.csvdata`),
+``json`` (:mod:`.jsondata`). A new format subclasses :class:`Renderer` and adds itself to :data:`RENDERERS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from promcp.analysis.views.base import (
+    MISSING,
+    Column,
+    Document,
+    Missing,
+    Renderer,
+    Stat,
+    Table,
+    format_cell,
+    format_number,
+)
+from promcp.analysis.views.csvdata import CsvRenderer
+from promcp.analysis.views.jsondata import JsonRenderer
+from promcp.analysis.views.markdown import MarkdownRenderer
+from promcp.analysis.views.terminal import TaskProgress, TerminalRenderer
+
+#: ``--format`` name → renderer class.
+RENDERERS: dict[str, type[Renderer]] = {
+    r.name: r for r in (TerminalRenderer, MarkdownRenderer, CsvRenderer, JsonRenderer)
+}
+
+
+def get_renderer(name: str, **options: Any) -> Renderer:
+    """The renderer for ``--format name``, constructed with its options (e.g. ``console=``, ``table=``)."""
+    try:
+        cls = RENDERERS[name]
+    except KeyError:
+        raise ValueError(f"unknown output format {name!r}; choose from {', '.join(RENDERERS)}") from None
+    return cls(**options)
+
+
+__all__ = [
+    "MISSING",
+    "RENDERERS",
+    "Column",
+    "CsvRenderer",
+    "Document",
+    "JsonRenderer",
+    "MarkdownRenderer",
+    "Missing",
+    "Renderer",
+    "Stat",
+    "Table",
+    "TaskProgress",
+    "TerminalRenderer",
+    "format_cell",
+    "format_number",
+    "get_renderer",
+]

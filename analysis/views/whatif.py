@@ -1,0 +1,60 @@
+"""``promcp whatif``'s result as a document: one row per strategy, the baseline (``full``) first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from promcp.analysis.views.base import Column, Document, Table
+
+COLUMNS = [
+    Column("strategy"),
+    Column("turns", kind="number"),
+    Column("tokens_per_turn", "tok/turn", "number", 1),
+    Column("reduction_pct", "cut %", "percent", 1),
+    Column("tokens_per_task", "tok/task", "number", 1),
+    Column("saved_total", "saved", "number"),
+    Column("recall_pct", "recall %", "percent", 1),
+    Column("hidden_pct", "hidden %", "percent", 1),
+    Column("routing_ms_mean", "route ms", "number", 1),
+    Column("routing_ms_p95", "p95 ms", "number", 1),
+]
+#: Facts of ``meta`` shown under the table when present.
+FACTS = ("n_tools", "queries", "queries_file", "llm_calls", "zero_baseline_turns", "skipped")
+
+
+def whatif_document(summary: pd.DataFrame, meta: dict[str, Any], notes: list[str] | None = None) -> Document:
+    """The what-if table; ``meta`` has ``mode``, ``source``, ``tokenizer``, ``k``, ``scorer`` and the facts."""
+    header = (
+        f"{meta['mode']} {meta['source']} · tokenizer {meta.get('tokenizer') or '—'} · k={meta['k']} · "
+        f"scorer {meta['scorer']}"
+    )
+    doc = Document("promcp whatif", header=header, meta=dict(meta), data={"summary": summary})
+    rows = [dict(r) for r in summary.to_dict(orient="records")]
+    reason = (
+        "no LLM calls to recompute: the dataset has no successful LLM input events (S1/S5); what-if needs a run "
+        "or an import with LLM calls, or a tool catalog"
+        if meta["mode"] == "dataset" and not meta.get("llm_calls")
+        else "no turns could be costed (see the notes)"
+    )
+    doc.add(
+        Table(
+            "summary",
+            "Tokens per turn under each strategy (full = as recorded)",
+            COLUMNS,
+            rows,
+            empty=reason,
+            source="summary",
+        )
+    )
+    facts = {k: meta[k] for k in FACTS if meta.get(k)}
+    if facts:
+        doc.notes.append(" · ".join(f"{k}: {v}" for k, v in facts.items()))
+    if meta.get("zero_baseline_turns"):
+        doc.notes.append(
+            f"{meta['zero_baseline_turns']} turn(s) whose recorded input has 0 tokens are left out of cut % "
+            "(nothing to cut)"
+        )
+    doc.notes += notes or []
+    return doc
