@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from rich.table import Table
 
 from promcp.cli._common import stderr, stdout
 from promcp.errors import ConfigError, NotATraceError
@@ -45,7 +42,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="tokenizer name (default: each recorded call's own; cl100k_base for catalogs)",
     )
     p.add_argument("--queries", default=None, help="JSONL queries for a catalog (default: the one beside it)")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    p.add_argument(
+        "--format", choices=("table", "csv", "json", "markdown"), default="table", help="output format"
+    )
     p.add_argument(
         "--plot",
         default=None,
@@ -161,9 +160,11 @@ def _run(args: argparse.Namespace) -> int:
             tokenizer=args.tokenizer,
         )
         turns = dres.turns
+        full = turns[turns["strategy"] == "full"] if len(turns) else turns
         meta |= {
             "mode": "dataset",
-            "llm_calls": int((turns["strategy"] == "full").sum()) if len(turns) else 0,
+            "llm_calls": len(full),
+            "zero_baseline_turns": int((full["full_tokens"] <= 0).sum()) if len(full) else 0,
             "tokenizer": ",".join(sorted(set(turns["tokenizer"]))) if len(turns) else args.tokenizer,
             "skipped": dres.skipped,
         }
@@ -177,63 +178,10 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
 def _emit(summary: pd.DataFrame, meta: dict[str, Any], fmt: str) -> None:
-    if fmt == "json":
-        rows = [{k: _clean(v) for k, v in r.items()} for r in summary.to_dict(orient="records")]
-        sys.stdout.write(json.dumps({**meta, "summary": rows}, indent=2, default=str) + "\n")
-        return
-    if fmt == "csv":
-        sys.stdout.write(summary.to_csv(index=False))
-        return
-    title = f"what-if ({meta['mode']}, {meta['tokenizer']}, k={meta['k']}, scorer={meta['scorer']})"
-    table = Table(title=title, title_justify="left")
-    cols = [
-        "strategy",
-        "turns",
-        "tokens_per_turn",
-        "reduction_pct",
-        "tokens_per_task",
-        "saved_total",
-        "recall_pct",
-        "hidden_pct",
-        "routing_ms_mean",
-        "routing_ms_p95",
-    ]
-    heads = [
-        "strategy",
-        "turns",
-        "tok/turn",
-        "cut %",
-        "tok/task",
-        "saved",
-        "recall %",
-        "hidden %",
-        "route ms",
-        "p95 ms",
-    ]
-    for c, h in zip(cols, heads, strict=True):
-        table.add_column(h, justify="left" if c == "strategy" else "right", no_wrap=True)
-    for r in summary.to_dict(orient="records"):
-        table.add_row(*(_fmt(r.get(c)) for c in cols))
-    stdout().print(table)
-    extra = {
-        k: v
-        for k, v in meta.items()
-        if k in ("n_tools", "queries", "queries_file", "llm_calls", "skipped") and v
-    }
-    stdout().print(" · ".join(f"{k}: {v}" for k, v in extra.items()))
+    from promcp.analysis.views import get_renderer
+    from promcp.analysis.views.whatif import whatif_document
 
-
-def _fmt(value: Any) -> str:
-    value = _clean(value)
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.1f}" if abs(value) < 1e5 else f"{value:,.0f}"
-    return f"{value:,}" if isinstance(value, int) else str(value)
+    doc = whatif_document(summary, meta)
+    options: dict[str, Any] = {"console": stdout()} if fmt == "table" else {}
+    get_renderer(fmt, **options).write(doc, sys.stdout)

@@ -70,6 +70,23 @@ def prepare_workspace(bench: Benchmark, workspace: Path) -> None:
             subprocess.run(argv, cwd=repo, env=env, check=True, capture_output=True)
 
 
+class DryBackend:
+    """Tokenizer-only stand-in for dry runs and ``promcp doctor``: renders and counts tool schemas like the
+    default backend would, loads no model."""
+
+    name = "dry-run"
+    model = None
+
+    def __init__(self, bench: Benchmark) -> None:
+        from promcp import tokenizers
+
+        self.tokenizer = tokenizers.get(bench.llm.tokenizer or "o200k_base")
+        self.render_tool = lambda spec: LLMBackend.render_tool(self, spec)  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        return None
+
+
 def make_pool(
     bench: Benchmark,
     *,
@@ -163,7 +180,10 @@ async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: 
     start = Clock.now()
     try:
         async with asyncio.timeout(timeout_s):
-            return await agent.run(task)
+            result = await agent.run(task)
+        if result.status == "error" and result.rounds == 0:
+            _record_unstarted(recorder, task, result, start)
+        return result
     except TimeoutError:
         end = Clock.now()
         with scope(task_id=task.id):
@@ -180,4 +200,23 @@ async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: 
             )
         return TaskResult(
             task.id, status="timeout", error=f"task exceeded {timeout_s:g} s", wall_ms=start.ms_to(end)
+        )
+
+
+def _record_unstarted(recorder: Recorder, task: TaskConfig, result: TaskResult, start: Clock) -> None:
+    """A task that failed before its first LLM call (a server it needs did not start) leaves one S1 event with
+    the reason, so the dataset lists the task and why it has no numbers (docs/events.md)."""
+    end = Clock.now()
+    with scope(task_id=task.id, round=1):
+        recorder.emit(
+            Event(
+                stage=Stage.S1,
+                status=Status.ERROR,
+                error_type="task_not_started",
+                t_start_ns=start.wall_ns,
+                t_end_ns=end.wall_ns,
+                timing_quality=TimingQuality.NONE,
+                resp_preview=result.error,
+                attrs={"servers": list(task.servers)},
+            )
         )
