@@ -1,8 +1,8 @@
 """The query engine under every table: event inputs, run and task selection, task outcomes, DuckDB.
 
-Every table function takes the events as a pandas DataFrame (:func:`promcp.analysis.load`), an Arrow table
-(:func:`promcp.analysis.load_table`) or :class:`ParquetEvents` (:func:`promcp.analysis.scan`: the run files, read by
-DuckDB column by column). Queries see them through one normalized view ``ev``:
+Every table function takes the events as a dataset path, a pandas DataFrame (:func:`promcp.analysis.load`), an
+Arrow table (:func:`promcp.analysis.load_table`) or :class:`ParquetEvents` (:func:`promcp.analysis.scan`: the run
+files, read by DuckDB column by column; what a path becomes). Queries see them through one normalized view ``ev``:
 
 * ``run_id`` and ``task_id`` as text; events of a run that carry no task id (an instrumented host that never
   called ``promcp.scope(task_id=…)``) belong to one implicit task per run, :data:`IMPLICIT_TASK`;
@@ -65,7 +65,7 @@ class ParquetEvents:
     task_keys: pa.Table | None = None
 
 
-Events: TypeAlias = pd.DataFrame | pa.Table | ParquetEvents
+Events: TypeAlias = pd.DataFrame | pa.Table | ParquetEvents | str | Path
 
 _LLM = tuple(s.value for s in (*sorted(LLM_INPUT_STAGES), *sorted(LLM_OUTPUT_STAGES)))
 LLM_SQL: Final = "(" + ", ".join(f"'{s}'" for s in _LLM) + ")"
@@ -74,8 +74,13 @@ INIT: Final = Stage.INIT.value
 
 
 def as_arrow(events: Events) -> pa.Table | ParquetEvents:
+    """Any accepted input as Arrow or run files (a dataset path is scanned, not loaded)."""
     if isinstance(events, pa.Table | ParquetEvents):
         return events
+    if isinstance(events, str | Path):
+        from promcp.analysis.load import scan
+
+        return scan(events)
     return pa.Table.from_pandas(events, preserve_index=False)
 
 

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Final
 
 import pandas as pd
-import pyarrow as pa
 
 from promcp import tokenizers as _tokenizers
-from promcp.analysis.engine import IMPLICIT_TASK, Events, ParquetEvents, complete, query, select
-from promcp.analysis.load import load_content, scan
+from promcp.analysis.engine import IMPLICIT_TASK, Events, complete, query, select
+from promcp.analysis.load import load_content
 from promcp.analysis.tables import (
     PHASES,
     input_origins,
@@ -110,16 +109,8 @@ class Report:
         self.table_notes.setdefault(section, []).append(text)
 
 
-def _events(data: str | Path | Events) -> pa.Table | ParquetEvents:
-    if isinstance(data, pd.DataFrame):
-        return pa.Table.from_pandas(data, preserve_index=False)
-    if isinstance(data, pa.Table | ParquetEvents):
-        return data
-    return scan(data)
-
-
 def report(
-    data: str | Path | Events,
+    data: Events,
     *,
     by: Sequence[str] = ("topology",),
     sections: Sequence[str] | None = None,
@@ -147,7 +138,7 @@ def report(
             f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}",
             source="--section",
         )
-    events = select(_events(data), runs=runs, latest=latest, tasks=tasks)
+    events = select(data, runs=runs, latest=latest, tasks=tasks)
     counts = query(
         "SELECT count(*) AS events, count(DISTINCT run_id) AS runs, "
         "count(*) FILTER (WHERE status = 'context_overflow') AS overflow, "
@@ -266,7 +257,7 @@ def _timing_notes(out: Report, phases: pd.DataFrame, counted: pd.DataFrame) -> N
         )
 
 
-def _tokenizer_section(out: Report, data: str | Path | Events, names: Sequence[str]) -> None:
+def _tokenizer_section(out: Report, data: Events, names: Sequence[str]) -> None:
     if not names:
         out.notes.append("tokenizer comparison needs --tokenizers NAME[,NAME…]")
     elif not isinstance(data, str | Path):
