@@ -88,25 +88,37 @@ def _fit(
     return widths, True
 
 
-def _groups(table: Table, cells: Sequence[Sequence[str]], width: int) -> list[list[int]] | None:
-    """Column index groups that each fit ``width`` (key columns repeated), or None if no value column fits."""
+def _groups(
+    table: Table, cells: Sequence[Sequence[str]], width: int
+) -> list[tuple[list[int], list[int], bool]] | None:
+    """Column index groups that each fit ``width`` (key columns repeated) with their widths, or None if not even
+    one value column fits beside the keys."""
     n = len(table.columns)
     keys = list(range(min(table.key_columns, n - 1)))
     rest = [i for i in range(n) if i not in keys]
-    groups: list[list[int]] = []
+    groups: list[tuple[list[int], list[int], bool]] = []
     current: list[int] = []
+    fitted: tuple[list[int], bool] | None = None
     for i in rest:
         trial = [*keys, *current, i]
         cols = [table.columns[k] for k in trial]
-        if _fit(cols, [[r[k] for k in trial] for r in cells], width, len(keys)) is None:
-            if not current:
+        fit = _fit(cols, [[r[k] for k in trial] for r in cells], width, len(keys))
+        if fit is None:
+            if fitted is None:
                 return None
-            groups.append(keys + current)
-            current = [i]
+            groups.append(([*keys, *current], *fitted))
+            current, fitted = [i], None
+            trial = [*keys, i]
+            fit = _fit(
+                [table.columns[k] for k in trial], [[r[k] for k in trial] for r in cells], width, len(keys)
+            )
+            if fit is None:
+                return None
         else:
             current.append(i)
-    if current:
-        groups.append(keys + current)
+        fitted = fit
+    if current and fitted is not None:
+        groups.append(([*keys, *current], *fitted))
     return groups
 
 
@@ -142,9 +154,8 @@ class TerminalRenderer(Renderer):
         if not table.rows:
             con.print(Text(f"{table.title}: {table.empty}", style="dim"))
         else:
-            con.print(
-                Text(table.title, style="bold")
-            )  # a line of its own: a title inside a table wraps badly
+            # a line of its own: a title inside a table wraps badly
+            con.print(Text(table.title, style="bold"))
             cells = table.cells()
             width = con.width
             fit = _fit(table.columns, cells, width, table.key_columns)
@@ -155,12 +166,9 @@ class TerminalRenderer(Renderer):
                 if groups is None:
                     self._records(table, cells)
                 else:
-                    for idx in groups:
+                    for idx, widths, short in groups:
                         cols = [table.columns[i] for i in idx]
-                        part = [[r[i] for i in idx] for r in cells]
-                        sub = _fit(cols, part, width, table.key_columns)
-                        assert sub is not None  # _groups only returns groups that fit
-                        con.print(_rich_table(cols, part, *sub))
+                        con.print(_rich_table(cols, [[r[i] for i in idx] for r in cells], widths, short))
         for note in table.notes:
             con.print(f"[yellow]note:[/] {escape(note)}")
 
@@ -169,7 +177,12 @@ class TerminalRenderer(Renderer):
         for row in cells:
             self.console.print(Text(" · ".join(row[:keys]), style="bold"))
             for col, value in zip(table.columns[keys:], row[keys:], strict=True):
-                self.console.print(Text(f"  {col.title}: {value}"))
+                line = f"  {col.title}: {value}"
+                if cell_len(line) <= self.console.width:
+                    self.console.print(Text(line))
+                else:  # the value on a line of its own, so a number is never broken
+                    self.console.print(Text(f"  {col.title}:"))
+                    self.console.print(Text(f"    {value}"))
 
 
 def _rich_table(
