@@ -165,7 +165,10 @@ _ORDER = (
 )
 _STATUS = "coalesce(CAST(status AS VARCHAR), 'ok')"
 _MESSAGE = (
-    "CASE WHEN resp_preview IS NULL OR resp_preview = '' THEN CAST(error_type AS VARCHAR) "
+    f"CASE WHEN CAST(status AS VARCHAR) = '{Status.CONTEXT_OVERFLOW.value}' THEN "
+    "'prompt of ' || coalesce(CAST(tokens_in AS VARCHAR), '?') || ' tokens does not fit ' || "
+    "coalesce(CAST(context_window AS VARCHAR), 'the window') "
+    "WHEN resp_preview IS NULL OR resp_preview = '' THEN CAST(error_type AS VARCHAR) "
     "WHEN error_type IS NULL THEN resp_preview "
     "ELSE CAST(error_type AS VARCHAR) || ': ' || resp_preview END"
 )

@@ -226,3 +226,13 @@ def test_llm_billed_is_context_plus_plan_plus_answer(frame: pd.DataFrame) -> Non
         assert billed["tokens_mean"] == pytest.approx(expected.mean())
         assert billed["tokens_share"] == pytest.approx(100 * expected.mean() / part["total"].mean())
     assert list(table[table["topology"] == "l-cust"]["phase"]) == [*pa.PHASES, "total", "llm_billed"]
+
+
+def test_notebook_dtypes_keep_integers_and_attrs_is_json(frame: pd.DataFrame) -> None:
+    """Counts load as nullable integers (a missing count is <NA>, not float NaN); attrs is the stored JSON text."""
+    for col in ("round", "seq", "tokens_in", "tokens_out", "footprint_tokens", "in_schemas"):
+        assert pd.api.types.is_integer_dtype(frame[col]), (col, frame[col].dtype)
+    assert frame["tokens_in"].isna().any() and frame["tokens_in"].dropna().map(type).eq(int).all()
+    init = frame[frame["phase"].astype(str) == "tools_discovery"]
+    assert all(isinstance(json.loads(a), dict) for a in init["attrs"])
+    assert frame.attrs == {}  # pandas' own metadata: not the attrs column
