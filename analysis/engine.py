@@ -25,6 +25,7 @@ from typing import Any, Final, TypeAlias
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from promcp.errors import ConfigError
 from promcp.events import LLM_INPUT_STAGES, LLM_OUTPUT_STAGES, Stage, Status
@@ -55,14 +56,17 @@ class ParquetEvents:
     """Events left on disk: the run files of a dataset, scanned by DuckDB column by column as a query needs them.
 
     Made by :func:`promcp.analysis.scan`; the fastest input for the tables (nothing is loaded up front).
-    ``task_ids`` and ``task_keys`` narrow the tasks a query sees (:func:`select`, :func:`complete`).
+    ``task_ids`` and ``dropped`` (run_id, task_id pairs left out) narrow the tasks a query sees (:func:`select`,
+    :func:`complete`).
     """
 
     files: tuple[Path, ...]
     column_names: tuple[str, ...]
     runs: tuple[RunRef, ...] = ()
     task_ids: tuple[str, ...] | None = None
-    task_keys: pa.Table | None = None
+    dropped: pa.Table | None = None
+    #: whether some non-INIT event lacks a task id (None: not known yet, normalize to be safe)
+    untasked: bool | None = None
 
 
 Events: TypeAlias = pd.DataFrame | pa.Table | ParquetEvents | str | Path
@@ -99,26 +103,50 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+_UNTASKED = f"task_id IS NULL AND CAST(stage AS VARCHAR) <> '{INIT}'"
+
+
+def _untasked(table: pa.Table | ParquetEvents) -> bool:
+    """Whether some non-INIT event lacks a task id (then ``ev`` gives it the implicit task id)."""
+    if isinstance(table, ParquetEvents):
+        if table.untasked is not None:
+            return table.untasked
+        con = duckdb.connect()
+        try:
+            files = ", ".join(_literal(str(f)) for f in table.files)
+            sql = f"SELECT count(*) FROM read_parquet([{files}], union_by_name = true) WHERE {_UNTASKED}"
+            row = con.execute(sql).fetchone()
+            return bool(row and row[0])
+        finally:
+            con.close()
+    if "task_id" not in table.column_names or "stage" not in table.column_names:
+        return False
+    stage = pc.cast(table.column("stage"), pa.string())
+    missing = pc.and_(pc.is_null(table.column("task_id")), pc.not_equal(stage, INIT))
+    return bool(pc.any(missing).as_py())
+
+
 def _view_sql(table: pa.Table | ParquetEvents) -> str:
     """``ev``: the normalized, selected events (see the module doc)."""
     names = set(table.column_names)
     replaced = []
-    if "run_id" in names:
+    if "run_id" in names and not isinstance(table, ParquetEvents):  # Parquet gives text already
         replaced.append("CAST(run_id AS VARCHAR) AS run_id")
-    if "task_id" in names:
+    if "task_id" in names and _untasked(table):
         replaced.append(
-            f"CASE WHEN task_id IS NULL AND CAST(stage AS VARCHAR) <> '{INIT}' "
-            f"THEN {_literal(IMPLICIT_TASK)} ELSE CAST(task_id AS VARCHAR) END AS task_id"
+            f"CASE WHEN {_UNTASKED} THEN {_literal(IMPLICIT_TASK)} ELSE CAST(task_id AS VARCHAR) END AS task_id"
         )
+    elif "task_id" in names and not isinstance(table, ParquetEvents):
+        replaced.append("CAST(task_id AS VARCHAR) AS task_id")
     select = f"SELECT * REPLACE ({', '.join(replaced)}) FROM raw_ev" if replaced else "SELECT * FROM raw_ev"
     where = []
     if isinstance(table, ParquetEvents):
         if table.task_ids is not None:
             ids = ", ".join(_literal(t) for t in table.task_ids) or "NULL"
             where.append(f"(stage = '{INIT}' OR task_id IN ({ids}))")
-        if table.task_keys is not None:
+        if table.dropped is not None:
             where.append(
-                f"(stage = '{INIT}' OR (run_id, task_id) IN (SELECT (run_id, task_id) FROM keep_tasks))"
+                f"(stage = '{INIT}' OR (run_id, task_id) NOT IN (SELECT (run_id, task_id) FROM dropped_tasks))"
             )
     body = f"SELECT * FROM ({select}) n" + (f" WHERE {' AND '.join(where)}" if where else "")
     return f"CREATE VIEW ev AS {body}"
@@ -134,8 +162,8 @@ def query(sql: str, table: pa.Table | ParquetEvents) -> pd.DataFrame:
                 f"CREATE VIEW raw_ev AS SELECT * FROM read_parquet([{files}], union_by_name = true, "
                 "hive_partitioning = false)"
             )
-            if table.task_keys is not None:
-                con.register("keep_tasks", table.task_keys)
+            if table.dropped is not None:
+                con.register("dropped_tasks", table.dropped)
         else:
             con.register("raw_ev", table)
         con.execute(_view_sql(table))
@@ -164,41 +192,64 @@ _ORDER = (
     f"CASE WHEN CAST(stage AS VARCHAR) IN {_INPUT_SQL} THEN 0 ELSE 1 END)"
 )
 _STATUS = "coalesce(CAST(status AS VARCHAR), 'ok')"
-_MESSAGE = (
-    f"CASE WHEN CAST(status AS VARCHAR) = '{Status.CONTEXT_OVERFLOW.value}' THEN "
-    "'prompt of ' || coalesce(CAST(tokens_in AS VARCHAR), '?') || ' tokens does not fit ' || "
-    "coalesce(CAST(context_window AS VARCHAR), 'the window') "
-    "WHEN resp_preview IS NULL OR resp_preview = '' THEN CAST(error_type AS VARCHAR) "
-    "WHEN error_type IS NULL THEN resp_preview "
-    "ELSE CAST(error_type AS VARCHAR) || ': ' || resp_preview END"
+#: What an error message is made of, packed for the few events that did not end ok.
+_FIELDS = (
+    f"struct_pack(status := {_STATUS}, error_type := CAST(error_type AS VARCHAR), preview := resp_preview, "
+    "tokens_in := tokens_in, ctx_window := context_window)"
 )
 
-OUTCOME_SQL: Final = f"""
-    SELECT run_id, task_id,
+
+def _message(e: str) -> str:
+    """SQL: the error message of packed event ``e`` (``error_type: message``; overflow: what did not fit)."""
+    return (
+        f"CASE WHEN {e}.status = '{Status.CONTEXT_OVERFLOW.value}' THEN "
+        f"'prompt of ' || coalesce(CAST({e}.tokens_in AS VARCHAR), '?') || ' tokens does not fit ' || "
+        f"coalesce(CAST({e}.ctx_window AS VARCHAR), 'the window') "
+        f"WHEN {e}.preview IS NULL OR {e}.preview = '' THEN {e}.error_type "
+        f"WHEN {e}.error_type IS NULL THEN {e}.preview "
+        f"ELSE {e}.error_type || ': ' || {e}.preview END"
+    )
+
+
+def task_sql(extra: str = "") -> str:
+    """SQL: one row per task (``run_id, task_id, outcome, error`` and the ``extra`` aggregates over its events), in
+    one pass over ``ev`` (plus a lookup of the few failed events for the messages). The rule is the module doc's."""
+    extra = f", {extra}" if extra else ""
+    cancelled = f"{_STATUS} = '{Status.CANCELLED.value}'"
+    return f"""
+    WITH t AS (
+        SELECT run_id, task_id,
+            arg_max(struct_pack(stage := CAST(stage AS VARCHAR), status := {_STATUS}, seq := seq), {_ORDER})
+                FILTER (WHERE stage IN {LLM_SQL}) AS last,
+            bool_or({cancelled}) AS cancelled,
+            max(seq) FILTER (WHERE {cancelled}) AS cancel_seq
+            {extra}
+        FROM ev WHERE stage <> '{INIT}' GROUP BY run_id, task_id
+    ), bad AS (
+        SELECT run_id, task_id, seq, {_FIELDS} AS f FROM ev WHERE stage <> '{INIT}' AND {_STATUS} <> 'ok'
+    )
+    SELECT t.* EXCLUDE (last, cancelled, cancel_seq),
         CASE
-            WHEN last_llm IS NULL THEN CASE WHEN cancelled THEN 'interrupted' ELSE 'ok' END
-            WHEN last_status = '{Status.CONTEXT_OVERFLOW.value}' THEN 'context_overflow'
-            WHEN last_status = '{Status.TIMEOUT.value}' THEN 'timeout'
-            WHEN last_status = '{Status.ERROR.value}' THEN 'error'
-            WHEN last_status = '{Status.CANCELLED.value}' THEN 'interrupted'
-            WHEN last_llm = '{Stage.S6.value}' THEN 'ok'
-            WHEN last_llm = '{Stage.S2.value}' THEN CASE WHEN cancelled THEN 'interrupted' ELSE 'no_answer' END
+            WHEN last IS NULL THEN CASE WHEN cancelled THEN 'interrupted' ELSE 'ok' END
+            WHEN last.status = '{Status.CONTEXT_OVERFLOW.value}' THEN 'context_overflow'
+            WHEN last.status = '{Status.TIMEOUT.value}' THEN 'timeout'
+            WHEN last.status = '{Status.ERROR.value}' THEN 'error'
+            WHEN last.status = '{Status.CANCELLED.value}' THEN 'interrupted'
+            WHEN last.stage = '{Stage.S6.value}' THEN 'ok'
+            WHEN last.stage = '{Stage.S2.value}' THEN CASE WHEN cancelled THEN 'interrupted' ELSE 'no_answer' END
             ELSE 'interrupted'
         END AS outcome,
         CASE
-            WHEN last_status <> 'ok' THEN last_message
-            WHEN cancelled THEN cancel_message
+            WHEN last.status <> 'ok' THEN {_message("lb.f")}
+            WHEN cancelled THEN {_message("cb.f")}
         END AS error
-    FROM (
-        SELECT run_id, task_id,
-            arg_max(CAST(stage AS VARCHAR), {_ORDER}) FILTER (WHERE stage IN {LLM_SQL}) AS last_llm,
-            arg_max({_STATUS}, {_ORDER}) FILTER (WHERE stage IN {LLM_SQL}) AS last_status,
-            arg_max({_MESSAGE}, {_ORDER}) FILTER (WHERE stage IN {LLM_SQL}) AS last_message,
-            bool_or({_STATUS} = '{Status.CANCELLED.value}') AS cancelled,
-            arg_max({_MESSAGE}, seq) FILTER (WHERE {_STATUS} = '{Status.CANCELLED.value}') AS cancel_message
-        FROM ev WHERE stage <> '{INIT}' GROUP BY run_id, task_id
-    ) t
+    FROM t
+    LEFT JOIN bad lb ON lb.run_id = t.run_id AND lb.task_id = t.task_id AND lb.seq = t.last.seq
+    LEFT JOIN bad cb ON cb.run_id = t.run_id AND cb.task_id = t.task_id AND cb.seq = t.cancel_seq
 """
+
+
+OUTCOME_SQL: Final = task_sql()
 
 
 def outcomes(events: Events) -> pd.DataFrame:
@@ -210,20 +261,22 @@ def outcomes(events: Events) -> pd.DataFrame:
 
 
 def complete(events: Events, task_outcomes: pd.DataFrame | None = None) -> pa.Table | ParquetEvents:
-    """The events of complete (``ok``) tasks, plus every session start-up event."""
+    """The events of complete (``ok``) tasks, plus every session start-up event (``task_outcomes``: the
+    :func:`outcomes` of ``events``, when already computed). Incomplete tasks are few: they are what is left out."""
     table = as_arrow(events)
     done = outcomes(table) if task_outcomes is None else task_outcomes
-    keys = pa.Table.from_pandas(
-        done.loc[done["outcome"] == "ok", ["run_id", "task_id"]].astype(str), preserve_index=False
-    )
+    drop = done.loc[done["outcome"] != "ok", ["run_id", "task_id"]].astype(str)
+    if drop.empty:
+        return table
+    keys = pa.Table.from_pandas(drop, preserve_index=False)
     if isinstance(table, ParquetEvents):
-        return replace(table, task_keys=keys)
+        return replace(table, dropped=keys)
     con_sql = (
-        f"SELECT r.* FROM raw_ev r WHERE CAST(r.stage AS VARCHAR) = '{INIT}' OR EXISTS ("
-        "SELECT 1 FROM keep_tasks k WHERE k.run_id = CAST(r.run_id AS VARCHAR) AND k.task_id = "
-        f"coalesce(CAST(r.task_id AS VARCHAR), {_literal(IMPLICIT_TASK)}))"
+        "SELECT r.* FROM raw_ev r WHERE NOT EXISTS (SELECT 1 FROM dropped_tasks k WHERE k.run_id = "
+        f"CAST(r.run_id AS VARCHAR) AND k.task_id = coalesce(CAST(r.task_id AS VARCHAR), {_literal(IMPLICIT_TASK)}) "
+        f"AND CAST(r.stage AS VARCHAR) <> '{INIT}')"
     )
-    return _narrow(table, con_sql, {"keep_tasks": keys})
+    return _narrow(table, con_sql, {"dropped_tasks": keys})
 
 
 # -- run and task selection ------------------------------------------------------------------------------------
@@ -290,7 +343,7 @@ def select(
             )
         if tasks:
             table = replace(table, task_ids=tuple(tasks))
-        return table
+        return replace(table, untasked=_untasked(table))
     where = []
     if chosen is not None:
         where.append(f"CAST(run_id AS VARCHAR) IN ({', '.join(_literal(r.run_id) for r in chosen)})")

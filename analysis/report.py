@@ -19,14 +19,16 @@ from promcp import tokenizers as _tokenizers
 from promcp.analysis.engine import IMPLICIT_TASK, Events, complete, query, select
 from promcp.analysis.load import load_content
 from promcp.analysis.tables import (
+    FACT_COLUMNS,
     PHASES,
     input_origins,
     latency_segments,
+    per_task,
     phase_attribution,
     resend_cost,
     session_init,
 )
-from promcp.analysis.tasks import errors, overflows, task_table
+from promcp.analysis.tasks import errors, overflows
 from promcp.analysis.tokenizer_compare import compare_tokenizers
 from promcp.errors import ConfigError
 
@@ -145,7 +147,8 @@ def report(
         "list(DISTINCT CAST(tokenizer AS VARCHAR)) FILTER (WHERE tokenizer LIKE 'approx:%') AS approx FROM ev",
         events,
     )
-    all_tasks = task_table(events)
+    task_rows = per_task(events, by)
+    all_tasks = task_rows[list(FACT_COLUMNS)]
     if tasks:
         missing = sorted(set(tasks) - set(all_tasks["task_id"]))
         if missing:
@@ -172,12 +175,14 @@ def report(
         wanted.append("overflows")
     _task_notes(out, all_tasks, overflow)
     builders: dict[str, Callable[[], pd.DataFrame]] = {
-        "phases": lambda: phase_attribution(counted, by, include_incomplete=True),
+        "phases": lambda: phase_attribution(
+            events, by, include_incomplete=include_incomplete, tasks=task_rows
+        ),
         "segments": lambda: latency_segments(counted, by, include_incomplete=True),
         "init": lambda: session_init(events, [*by, "server", "transport"]),
         "origins": lambda: input_origins(counted, by, include_incomplete=True),
         "resend": lambda: resend_cost(counted, by, include_incomplete=True).head(resend_top),
-        "tasks": lambda: all_tasks,
+        "tasks": lambda: all_tasks.reset_index(drop=True),
         "errors": lambda: errors(events),
         "overflows": lambda: overflows(events),
     }

@@ -40,6 +40,7 @@ from promcp.analysis.engine import (
     complete,
     ident,
     query,
+    task_sql,
 )
 from promcp.events import Origin, Phase, Stage, Status
 
@@ -183,6 +184,80 @@ def _stats(
     return pd.DataFrame(rows)
 
 
+def text_column(column: str, names: set[str]) -> str:
+    """SQL: ``column`` as text, or NULL when the input has no such column."""
+    return f"CAST({column} AS VARCHAR)" if column in names else "NULL"
+
+
+#: Facts of every task (:func:`per_task`), besides its group keys and its phase sums.
+FACT_COLUMNS: Final = (
+    "run_id",
+    "task_id",
+    "topology",
+    "model",
+    "outcome",
+    "rounds",
+    "llm_calls",
+    "tool_calls",
+    "tool_errors",
+    "tokens",
+    "llm_billed",
+    "latency_ms",
+    "wall_ms",
+    "error",
+)
+
+
+def per_task(events: Events, by: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per task, complete or not, in recording order, from one pass over the events: the ``by`` keys (a
+    task's value is its first non-null one), :data:`FACT_COLUMNS` (outcome and error as in
+    :mod:`promcp.analysis.engine`; ``tokens`` is the task's token flow, ``latency_ms`` the sum of its events'
+    latencies, ``wall_ms`` first start to last end) and ``tokens_<phase>``/``latency_<phase>`` for each phase.
+    Overflowed (never sent) events count in no sum. :func:`promcp.analysis.task_table` shows it."""
+    table = as_arrow(events)
+    by = check_by(table, by)
+    names = set(table.column_names)
+    s1, s5, s3, s4 = Stage.S1.value, Stage.S5.value, Stage.S3.value, Stage.S4.value
+    ok = f"coalesce(CAST(status AS VARCHAR), 'ok') = '{Status.OK.value}'"
+    parts = [
+        f"coalesce(CAST(any_value({ident(c)}) AS VARCHAR), '{MISSING}') AS {ident('_by_' + c)}"
+        for c in by
+        if c not in TASK_KEYS
+    ]
+    for phase, (stages, col) in PHASE_TOKENS.items():
+        cond = f"stage IN ({', '.join(repr(st) for st in stages)}) AND {_SENT}"
+        parts.append(
+            f"coalesce(sum(CAST({col} AS DOUBLE)) FILTER (WHERE {cond}), 0) AS {ident('tokens_' + phase)}"
+        )
+        parts.append(
+            f"CASE WHEN count(*) FILTER (WHERE {cond}) = 0 THEN 0.0 "
+            f"ELSE sum(latency_ms) FILTER (WHERE {cond}) END AS {ident('latency_' + phase)}"
+        )
+    parts += [
+        f"any_value({text_column('topology', names)}) AS topology",
+        f"any_value({text_column('model', names)}) AS model",
+        'max("round") AS rounds',
+        f"count(*) FILTER (WHERE stage IN ('{s1}', '{s5}')) AS llm_calls",
+        f"count(*) FILTER (WHERE stage = '{s3}') AS tool_calls",
+        f"count(*) FILTER (WHERE stage IN ('{s3}', '{s4}') AND NOT {ok}) AS tool_errors",
+        "(max(t_end_ns) - min(t_start_ns)) / 1e6 AS wall_ms",
+        f"count(*) FILTER (WHERE {_SENT}) AS sent_events",
+        "min(seq) AS first_seq",
+    ]
+    out = query(f"{task_sql(', '.join(parts))} ORDER BY run_id, first_seq, task_id", table)
+    out["rounds"] = out["rounds"].astype("Int64")
+    for c in ("llm_calls", "tool_calls", "tool_errors", "sent_events"):
+        out[c] = out[c].astype("int64")
+    out["tokens"] = out[[f"tokens_{p}" for p in PHASES]].sum(axis=1)
+    out["llm_billed"] = out[[f"tokens_{p}" for p in BILLED]].sum(axis=1)
+    out["latency_ms"] = out[[f"latency_{p}" for p in PHASES]].sum(axis=1, min_count=1)
+    for c in by:
+        if c not in TASK_KEYS:
+            out[c] = out.pop(f"_by_{c}")
+    phase_cols = [*(f"tokens_{p}" for p in PHASES), *(f"latency_{p}" for p in PHASES)]
+    return out[[*dict.fromkeys([*by, *FACT_COLUMNS]), *phase_cols, "sent_events"]]
+
+
 def task_phase_totals(
     events: Events, by: Sequence[str] = ("topology",), *, include_incomplete: bool = False
 ) -> pd.DataFrame:
@@ -193,22 +268,24 @@ def task_phase_totals(
     >>> per_task = pa.task_phase_totals(df, by=["topology", "model"])
     >>> per_task.groupby("model")["tokens_context"].describe()
     """
-    table, by = _prepare(events, by, include_incomplete)
+    return _phase_rows(per_task(events, by), list(by), include_incomplete)
+
+
+def _phase_rows(tasks: pd.DataFrame, by: list[str], include_incomplete: bool) -> pd.DataFrame:
+    keep = tasks["sent_events"] > 0
+    if not include_incomplete:
+        keep &= tasks["outcome"] == "ok"
     keys = list(dict.fromkeys([*by, *TASK_KEYS]))
-    tok_cols = _per_item_sql("phase_", PHASES, "tokens", null_when_unknown=False, prefix="tokens_")
-    lat_cols = _per_item_sql("phase_", PHASES, "latency_ms", null_when_unknown=True, prefix="latency_")
-    sql = f"""
-        WITH e AS (
-            {_task_select(keys, f"{PHASE_SQL} AS phase_, CAST({TOKENS_SQL} AS DOUBLE) AS tokens, latency_ms")}
-        )
-        SELECT {", ".join(map(ident, keys))}, {tok_cols}, {lat_cols} FROM e GROUP BY ALL
-    """
-    out = query(sql, table)
-    return out[[*keys, *(f"tokens_{p}" for p in PHASES), *(f"latency_{p}" for p in PHASES)]]
+    cols = [*keys, *(f"tokens_{p}" for p in PHASES), *(f"latency_{p}" for p in PHASES)]
+    return tasks.loc[keep, cols].reset_index(drop=True)
 
 
 def phase_attribution(
-    events: Events, by: Sequence[str] = ("topology",), *, include_incomplete: bool = False
+    events: Events,
+    by: Sequence[str] = ("topology",),
+    *,
+    include_incomplete: bool = False,
+    tasks: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Tokens and latency per phase (the paper's Tables 1 and 2): mean ± std over tasks and % share per group.
 
@@ -217,7 +294,8 @@ def phase_attribution(
     ``llm_billed`` (what an LLM provider bills: ``context + llm_plan + final_answer``; its latency is the time spent
     in LLM calls), whose share is of the total. ``latency_ms_tasks`` counts the tasks whose latency of that phase
     is known (a phase without timing, e.g. prefill of an import, is skipped by its mean and its share is of the
-    measured time). Only complete tasks count unless ``include_incomplete``.
+    measured time). Only complete tasks count unless ``include_incomplete``. ``tasks``: a :func:`per_task` frame
+    with the same ``by`` already computed (the report passes it; ``events`` is then not read).
 
     >>> pa.phase_attribution(df, by=["topology", "model"])
     """
@@ -232,12 +310,12 @@ def phase_attribution(
         "tasks",
         "latency_ms_tasks",
     ]
-    per_task = task_phase_totals(events, by, include_incomplete=include_incomplete)
     by = list(by)
-    if per_task.empty:
+    rows = _phase_rows(tasks if tasks is not None else per_task(events, by), by, include_incomplete)
+    if rows.empty:
         return pd.DataFrame(columns=[*by, *columns])
-    tok = per_task.rename(columns={f"tokens_{p}": p for p in PHASES})
-    lat = per_task.rename(columns={f"latency_{p}": p for p in PHASES})
+    tok = rows.rename(columns={f"tokens_{p}": p for p in PHASES})
+    lat = rows.rename(columns={f"latency_{p}": p for p in PHASES})
     t = _stats(tok, by, PHASES, "phase", "tokens")
     lt = _stats(lat, by, PHASES, "phase", "latency_ms").rename(columns={"tasks": "latency_ms_tasks"})
     out = t.merge(lt, on=[*by, "phase"], how="left")
@@ -402,27 +480,29 @@ def input_origins(
     by_list = ", ".join(map(ident, by)) if by else "NULL AS _all"
     group = "GROUP BY ALL" if by else ""
     origins = (*ORIGINS, UNOBSERVED)
-    unobserved = (
-        "coalesce(list_sum(list_transform(list_filter(parts, lambda p: p.origin = 'system' AND "
-        f"p.\"key\" = '{UNOBSERVED}'), lambda p: p.tokens)), 0)"
-    )
     has_attrs = "attrs" in table.column_names
+    has_parts = "parts" in table.column_names
+    # Only sources that mark an origin unobservable (imports) can have an unobserved part: the attrs JSON and the
+    # parts list are read only for their calls (``partial_``), the rest costs one LIKE per call.
+    partial = "attrs LIKE '%_observable%'" if has_attrs else "false"
+    unobserved = (
+        "CASE WHEN partial_ THEN coalesce(list_sum(list_transform(list_filter(parts, lambda p: "
+        f"p.origin = 'system' AND p.\"key\" = '{UNOBSERVED}'), lambda p: p.tokens)), 0) ELSE 0 END"
+        if has_parts
+        else "0"
+    )
     seen_cols = ", ".join(
-        (
-            "coalesce(CASE WHEN json_valid(attrs) THEN TRY_CAST(json_extract_string(attrs, "
-            f"'$.{o}_observable') AS BOOLEAN) END, true)"
-            if has_attrs
-            else "true"
-        )
-        + f" AS seen_{o}"
+        "CASE WHEN partial_ AND json_valid(attrs) THEN coalesce(TRY_CAST(json_extract_string(attrs, "
+        f"'$.{o}_observable') AS BOOLEAN), true) ELSE true END AS seen_{o}"
         for o in ORIGINS
     )
-    has_parts = "parts" in table.column_names
     values = ", ".join(
         [
-            f"in_system - {unobserved if has_parts else '0'} AS o_system",
+            f"{partial} AS partial_",
+            f"in_system - {unobserved} AS o_system",
             *(f"in_{o} AS o_{o}" for o in ORIGINS if o != "system"),
-            f"{unobserved if has_parts else '0'} AS o_{UNOBSERVED}",
+            f"{unobserved} AS o_{UNOBSERVED}",
+            seen_cols,
         ]
     )
     per_call = ", ".join(
@@ -431,7 +511,7 @@ def input_origins(
     per_task = ", ".join(f"avg(task_{o}) AS task_{o}" for o in origins)
     sql = f"""
         WITH e AS (
-            {_task_select(keys, f"tokens_in, {seen_cols}, {values}", _INPUTS)}
+            {_task_select(keys, f"tokens_in, {values}", _INPUTS)}
         ), calls AS (
             SELECT {by_list}, {per_call}, sum(tokens_in) AS total,
                    {", ".join(f"count(*) FILTER (WHERE seen_{o}) AS seen_{o}" for o in ORIGINS)},

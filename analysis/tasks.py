@@ -11,26 +11,13 @@ from typing import Final
 
 import pandas as pd
 
-from promcp.analysis.engine import INIT, OUTCOME_SQL, Events, as_arrow, query
-from promcp.analysis.tables import BILLED, PHASE_TOKENS, TOKENS_SQL
-from promcp.events import Stage, Status
+from promcp.analysis.engine import INIT, Events, as_arrow, query
+from promcp.analysis.tables import FACT_COLUMNS, per_task
+from promcp.analysis.tables import text_column as _text
+from promcp.events import Status
 
-TASK_COLUMNS: Final = (
-    "run_id",
-    "task_id",
-    "topology",
-    "model",
-    "outcome",
-    "rounds",
-    "llm_calls",
-    "tool_calls",
-    "tool_errors",
-    "tokens",
-    "llm_billed",
-    "latency_ms",
-    "wall_ms",
-    "error",
-)
+#: The columns of :func:`task_table`.
+TASK_COLUMNS: Final = FACT_COLUMNS
 ERROR_COLUMNS: Final = (
     "run_id",
     "task_id",
@@ -53,13 +40,7 @@ OVERFLOW_COLUMNS: Final = (
     "overflow_by",
 )
 
-_SENT = f"coalesce(CAST(status AS VARCHAR), 'ok') <> '{Status.CONTEXT_OVERFLOW.value}'"
 _OK = f"coalesce(CAST(status AS VARCHAR), 'ok') = '{Status.OK.value}'"
-_BILLED_STAGES = ", ".join(f"'{s}'" for p in BILLED for s in PHASE_TOKENS[p][0])
-
-
-def _text(column: str, names: set[str]) -> str:
-    return f"CAST({column} AS VARCHAR)" if column in names else "NULL"
 
 
 def task_table(events: Events) -> pd.DataFrame:
@@ -73,34 +54,7 @@ def task_table(events: Events) -> pd.DataFrame:
     >>> tasks = pa.task_table(df)
     >>> tasks[tasks["outcome"] != "ok"][["task_id", "outcome", "error"]]
     """
-    table = as_arrow(events)
-    names = set(table.column_names)
-    s1, s5, s3, s4 = Stage.S1.value, Stage.S5.value, Stage.S3.value, Stage.S4.value
-    sql = f"""
-        WITH o AS ({OUTCOME_SQL}),
-        t AS (
-            SELECT run_id, task_id,
-                any_value({_text("topology", names)}) AS topology,
-                any_value({_text("model", names)}) AS model,
-                max("round") AS rounds,
-                count(*) FILTER (WHERE stage IN ('{s1}', '{s5}')) AS llm_calls,
-                count(*) FILTER (WHERE stage = '{s3}') AS tool_calls,
-                count(*) FILTER (WHERE stage IN ('{s3}', '{s4}') AND NOT {_OK}) AS tool_errors,
-                coalesce(sum(CAST({TOKENS_SQL} AS DOUBLE)) FILTER (WHERE {_SENT}), 0) AS tokens,
-                coalesce(sum(CAST({TOKENS_SQL} AS DOUBLE))
-                    FILTER (WHERE {_SENT} AND stage IN ({_BILLED_STAGES})), 0) AS llm_billed,
-                sum(latency_ms) FILTER (WHERE {_SENT}) AS latency_ms,
-                (max(t_end_ns) - min(t_start_ns)) / 1e6 AS wall_ms,
-                min(seq) AS first_seq
-            FROM ev WHERE stage <> '{INIT}' GROUP BY run_id, task_id
-        )
-        SELECT t.*, o.outcome, o.error FROM t JOIN o USING (run_id, task_id) ORDER BY run_id, first_seq, task_id
-    """
-    out = query(sql, table)
-    out["rounds"] = out["rounds"].astype("Int64")
-    for c in ("llm_calls", "tool_calls", "tool_errors"):
-        out[c] = out[c].astype("int64")
-    return out[list(TASK_COLUMNS)]
+    return per_task(events)[list(TASK_COLUMNS)]
 
 
 def errors(events: Events) -> pd.DataFrame:

@@ -54,7 +54,7 @@ def _fit(
 ) -> tuple[list[int], bool] | None:
     """Widths for ``columns`` within ``width`` (and whether short headers are used), or None when they cannot fit.
 
-    Numbers keep their full width; the first ``keys`` text columns keep theirs up to a third of the width; other
+    Numbers keep their full width; the first ``keys`` text columns keep theirs up to half the width; other
     text wraps at spaces down to :data:`TEXT_MIN_WIDTH` (a word is folded only beyond :data:`WORD_MAX_WIDTH`).
     """
     n = len(columns)
@@ -70,7 +70,7 @@ def _fit(
         if col.numeric:
             mins.append(max(data_w[i], head))
         elif i < keys:
-            mins.append(max(min(data_w[i], max(width // 3, TEXT_MIN_WIDTH)), head, 1))
+            mins.append(max(min(data_w[i], max(width // 2, TEXT_MIN_WIDTH)), head, 1))
         else:
             word = max((_longest_word(r[i]) for r in cells), default=0)
             mins.append(max(min(data_w[i], TEXT_MIN_WIDTH), min(word, WORD_MAX_WIDTH), head, 1))
