@@ -181,42 +181,55 @@ async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: 
     try:
         async with asyncio.timeout(timeout_s):
             result = await agent.run(task)
-        if result.status == "error" and result.rounds == 0:
-            _record_unstarted(recorder, task, result, start)
-        return result
     except TimeoutError:
-        end = Clock.now()
-        with scope(task_id=task.id):
-            recorder.emit(
-                Event(
-                    stage=Stage.S6,
-                    status=Status.TIMEOUT,
-                    error_type="task_timeout",
-                    t_start_ns=start.wall_ns,
-                    t_end_ns=end.wall_ns,
-                    timing_quality=TimingQuality.NONE,
-                    attrs={"timeout_s": timeout_s},
-                )
-            )
-        return TaskResult(
-            task.id, status="timeout", error=f"task exceeded {timeout_s:g} s", wall_ms=start.ms_to(end)
+        _task_failure(
+            recorder, task, start, Stage.S6, Status.TIMEOUT, "task_timeout", attrs={"timeout_s": timeout_s}
         )
+        return TaskResult(
+            task.id,
+            status="timeout",
+            error=f"task exceeded {timeout_s:g} s",
+            wall_ms=start.ms_to(Clock.now()),
+        )
+    if result.status == "error" and result.rounds == 0:
+        # it failed before its first LLM call (a server it needs did not start): one S1 event with the reason, so
+        # the dataset lists the task and why it has no numbers (docs/events.md)
+        _task_failure(
+            recorder,
+            task,
+            start,
+            Stage.S1,
+            Status.ERROR,
+            "task_not_started",
+            attrs={"servers": list(task.servers)},
+            resp_preview=result.error,
+        )
+    return result
 
 
-def _record_unstarted(recorder: Recorder, task: TaskConfig, result: TaskResult, start: Clock) -> None:
-    """A task that failed before its first LLM call (a server it needs did not start) leaves one S1 event with
-    the reason, so the dataset lists the task and why it has no numbers (docs/events.md)."""
+def _task_failure(
+    recorder: Recorder,
+    task: TaskConfig,
+    start: Clock,
+    stage: Stage,
+    status: Status,
+    error_type: str,
+    *,
+    attrs: dict[str, Any],
+    resp_preview: str | None = None,
+) -> None:
+    """A failure of the task as a whole (not of one call): one event of ``stage`` without tokens or timing."""
     end = Clock.now()
-    with scope(task_id=task.id, round=1):
+    with scope(task_id=task.id, round=1 if stage is Stage.S1 else None):
         recorder.emit(
             Event(
-                stage=Stage.S1,
-                status=Status.ERROR,
-                error_type="task_not_started",
+                stage=stage,
+                status=status,
+                error_type=error_type,
                 t_start_ns=start.wall_ns,
                 t_end_ns=end.wall_ns,
                 timing_quality=TimingQuality.NONE,
-                resp_preview=result.error,
-                attrs={"servers": list(task.servers)},
+                resp_preview=resp_preview,
+                attrs=attrs,
             )
         )
