@@ -12,7 +12,7 @@ STAMP := $(VENV)/.promcp-installed
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install demo test lint typecheck perf clean paper-scale paper-scale-ci
+.PHONY: install browser demo test lint typecheck perf clean paper-scale paper-scale-ci
 
 install: $(STAMP)
 
@@ -25,10 +25,20 @@ $(STAMP): pyproject.toml setup.py constraints.txt package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The HTML report tests open pages in a real headless Chromium: Debian's package, installed when it is absent
+# (as root, as on CI; otherwise print the command). Playwright drives it; no browser is ever downloaded.
+CHROMIUM := /usr/bin/chromium
+browser:
+	@if [ ! -x $(CHROMIUM) ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; \
+		else echo "the HTML report tests need $(CHROMIUM): sudo apt-get install chromium"; fi; \
+	fi
+
 demo: install
 	$(PROMCP) run --topology l-cust benchmark.yaml
 
-test: install
+test: install browser
 	$(PY) -m pytest
 
 lint: install

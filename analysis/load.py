@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -64,6 +66,20 @@ def scan(path: str | Path) -> ParquetEvents:
         for run in runs
     )
     return ParquetEvents(files=tuple(run.path for run in runs), column_names=tuple(names), runs=refs)
+
+
+def attrs_of(value: Any) -> dict[str, Any]:
+    """An event's ``attrs`` as a dict (the column holds a JSON object as text); empty when missing or not an
+    object."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
 
 
 #: Arrow integer type → pandas nullable integer dtype (a missing token count stays missing, the column stays int).

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from promcp.analysis.views.base import Column, Document, Table
+
+if TYPE_CHECKING:  # not imported at run time: the what-if engine pulls in torch
+    from promcp.analysis.whatif import WhatifResult
 
 COLUMNS = [
     Column("strategy"),
@@ -24,13 +25,18 @@ COLUMNS = [
 FACTS = ("n_tools", "queries", "queries_file", "llm_calls", "zero_baseline_turns", "skipped")
 
 
-def whatif_document(summary: pd.DataFrame, meta: dict[str, Any], notes: list[str] | None = None) -> Document:
-    """The what-if table; ``meta`` has ``mode``, ``source``, ``tokenizer``, ``k``, ``scorer`` and the facts."""
+def whatif_document(result: WhatifResult, notes: list[str] | None = None) -> Document:
+    """The what-if table of a result (:func:`~promcp.analysis.whatif.whatif_dataset`, a catalog evaluation, or
+    :func:`~promcp.analysis.whatif.read_result`); its ``meta`` has ``mode``, ``source``, ``tokenizer``, ``k``,
+    ``scorer`` and the facts. The scaling curve, when computed, is the data table ``scaling``."""
+    summary, meta = result.summary, result.meta
     header = (
         f"{meta['mode']} {meta['source']} · tokenizer {meta.get('tokenizer') or '—'} · k={meta['k']} · "
         f"scorer {meta['scorer']}"
     )
     doc = Document("promcp whatif", header=header, meta=dict(meta), data={"summary": summary})
+    if result.scaling is not None:
+        doc.data["scaling"] = result.scaling
     rows = [dict(r) for r in summary.to_dict(orient="records")]
     reason = (
         "no LLM calls to recompute: the dataset has no successful LLM input events (S1/S5); what-if needs a run "

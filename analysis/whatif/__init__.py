@@ -26,6 +26,14 @@ from promcp.analysis.whatif._catalog_eval import (
 from promcp.analysis.whatif._dataset_eval import DATASET_STRATEGIES, DatasetResult, evaluate_dataset
 from promcp.analysis.whatif._fixtures import load_tools, query_file
 from promcp.analysis.whatif._queries import read_queries
+from promcp.analysis.whatif._result import (
+    RESULT_FILE,
+    SCALING_COLUMNS,
+    WhatifResult,
+    counter,
+    read_result,
+    whatif_dataset,
+)
 from promcp.analysis.whatif._retrieval import SCORERS, Bm25Index, Router, embedding_model
 from promcp.analysis.whatif._scaling import plot_scaling, scaling, union_tools
 from promcp.analysis.whatif._schema import (
@@ -48,6 +56,8 @@ def turns_frame(result: CatalogResult) -> pd.DataFrame:
 __all__ = [
     "CATALOG_STRATEGIES",
     "DATASET_STRATEGIES",
+    "RESULT_FILE",
+    "SCALING_COLUMNS",
     "SCORERS",
     "SLIM_SCHEMA_KEYWORDS",
     "SLIM_TOOL_KEYS",
@@ -60,6 +70,8 @@ __all__ = [
     "Query",
     "Router",
     "TurnCost",
+    "WhatifResult",
+    "counter",
     "dedup_tools",
     "embedding_model",
     "evaluate_catalog",
@@ -68,6 +80,7 @@ __all__ = [
     "plot_scaling",
     "query_file",
     "read_queries",
+    "read_result",
     "scaling",
     "slim_tool",
     "strategies",
@@ -75,5 +88,6 @@ __all__ = [
     "tool_summary",
     "turns_frame",
     "union_tools",
+    "whatif_dataset",
     "wire_tool",
 ]

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from promcp.analysis.load import attrs_of
 from promcp.analysis.whatif import strategies as st
 from promcp.analysis.whatif._catalog_eval import hits, payloads, static_payloads
 from promcp.analysis.whatif._retrieval import Router
@@ -30,18 +31,6 @@ from promcp.errors import PromcpWarning
 
 DATASET_STRATEGIES = ("full", "slim", "dedup", "topk", "search-tool", "two-phase", "result-fields")
 _LLM_INPUT = ("S1", "S5")
-
-
-def _attrs(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str) and value:
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-    return {}
 
 
 def _parse_tool(text: str) -> dict[str, Any] | None:
@@ -69,7 +58,7 @@ def schema_tools(
     out: dict[str, dict[str, Any]] = {}
     disc = events[(events["stage"] == "INIT") & (events["phase"] == "tools_discovery")]
     for server, attrs in zip(disc["server"], disc["attrs"], strict=True):
-        for name, info in (_attrs(attrs).get("tools") or {}).items():
+        for name, info in (attrs_of(attrs).get("tools") or {}).items():
             tool = None
             if isinstance(info, dict) and info.get("content") in texts:
                 tool = _parse_tool(texts[info["content"]])
@@ -131,7 +120,7 @@ def evaluate_dataset(
     ):
         tstage = task["stage"].astype(str)
         prompt = next(
-            (texts.get(_attrs(a).get("content", "")) for a in task.loc[tstage == "S1", "attrs"]),
+            (texts.get(attrs_of(a).get("content", "")) for a in task.loc[tstage == "S1", "attrs"]),
             None,
         )
         s3 = task[tstage == "S3"]
@@ -142,14 +131,14 @@ def evaluate_dataset(
         for cid, a in zip(
             task.loc[tstage == "S4", "tool_call_id"], task.loc[tstage == "S4", "attrs"], strict=True
         ):
-            text = texts.get(_attrs(a).get("content", ""))
+            text = texts.get(attrs_of(a).get("content", ""))
             if cid and text is not None:
                 results[str(cid)] = text
         used = [str(x) for x in s3["req_preview"].dropna()]
         for a, prev in zip(
             task.loc[tstage == "S6", "attrs"], task.loc[tstage == "S6", "resp_preview"], strict=True
         ):
-            answer = texts.get(_attrs(a).get("content", ""))
+            answer = texts.get(attrs_of(a).get("content", ""))
             used.append(answer if answer is not None else str(prev or ""))
         task_calls = calls[(calls["run_id"] == run_id) & (calls["task_id"] == task_id)].sort_values("round")
         for _, ev in task_calls.iterrows():

@@ -8,7 +8,8 @@ import sys
 from promcp.analysis.report import DEFAULT_SECTIONS, SECTIONS, report
 from promcp.analysis.views import RENDERERS, get_renderer
 from promcp.analysis.views.report import report_document
-from promcp.cli._common import stdout
+from promcp.cli._common import stderr, stdout
+from promcp.errors import ConfigError
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
@@ -75,11 +76,34 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="compare these tokenizers over the captured content, e.g. o200k_base,cl100k_base",
     )
     p.add_argument("--top", type=int, default=15, help="rows of the re-send table (default: 15)")
+    p.add_argument(
+        "--html",
+        metavar="OUT.html",
+        default=None,
+        help="write a self-contained HTML report (charts, task timelines, context fill, schema weight) to "
+        "OUT.html instead of printing the tables; prints the page's path",
+    )
+    p.add_argument(
+        "--whatif",
+        nargs="?",
+        const=_COMPUTE,
+        default=None,
+        metavar="RESULT.json",
+        help="with --html: draw a what-if result — computed now over the dataset (no value; k=3, hybrid scorer), "
+        "or read from a saved `promcp whatif --format json` file. Default: DATASET/whatif.json if present",
+    )
     p.set_defaults(func=_run)
+
+
+_COMPUTE = "\0compute"
 
 
 def _run(args: argparse.Namespace) -> int:
     by = [c.strip() for c in args.by.split(",") if c.strip()]
+    if args.whatif is not None and args.html is None:
+        raise ConfigError("draws into the HTML page: add --html OUT.html", source="--whatif")
+    if args.html is not None:
+        return _write_html(args, by)
     tokenizer_names = [t.strip() for t in args.tokenizers.split(",") if t.strip()]
     sections = args.sections
     if args.format == "csv":
@@ -104,4 +128,27 @@ def _run(args: argparse.Namespace) -> int:
         get_renderer("csv", table=args.table).write(doc, sys.stdout)
     else:
         get_renderer(args.format).write(doc, sys.stdout)
+    return 0
+
+
+def _write_html(args: argparse.Namespace, by: list[str]) -> int:
+    from promcp.analysis.views.html import write_html
+
+    whatif = None
+    if args.whatif == _COMPUTE:
+        from promcp.analysis.whatif import whatif_dataset
+
+        with stderr().status("what-if: routing every recorded LLM call under each strategy"):
+            whatif = whatif_dataset(args.path, with_scaling=True)
+    elif args.whatif is not None:
+        from promcp.analysis.whatif import read_result
+
+        whatif = read_result(args.whatif)
+    with stderr().status("writing the HTML report"):
+        try:
+            out = write_html(args.path, args.html, by=by, whatif=whatif)
+        except KeyError as exc:
+            raise ConfigError(str(exc.args[0]), source="--by") from None
+    size = out.stat().st_size
+    stdout().print(f"wrote {out} ({size / 2**20:.1f} MiB)", highlight=False, soft_wrap=True)
     return 0

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from promcp.cli._common import stderr, stdout
 from promcp.errors import ConfigError, NotATraceError
+
+if TYPE_CHECKING:
+    from promcp.analysis.whatif import WhatifResult
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -60,6 +61,8 @@ def _is_catalog(path: Path) -> bool:
     if path.is_file():
         return path.suffix == ".json"
     if path.is_dir():
+        if any(path.glob("topology=*")) or any(path.glob("run_id=*")) or (path / "_journal").is_dir():
+            return False  # a promcp dataset (it may hold a saved what-if result, whatif.json)
         names = {"benchmark_tools.json", "tools.json", *QUERY_FILES}
         return any((path / n).exists() for n in names) or any(path.glob("*.json"))
     return False
@@ -76,12 +79,6 @@ def catalog_paths(path: Path) -> list[Path]:
     if not found:
         raise ConfigError("no tool catalogs here", source=str(path))
     return found
-
-
-def _counter(name: str) -> Any:
-    from promcp import tokenizers
-
-    return tokenizers.get(name).count
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -114,7 +111,7 @@ def _run(args: argparse.Namespace) -> int:
             res = wi.evaluate_catalog(
                 tools,
                 queries,
-                _counter(tok),
+                wi.counter(tok),
                 k=args.k,
                 n_results=args.results,
                 strategies=strategies,
@@ -132,56 +129,34 @@ def _run(args: argparse.Namespace) -> int:
     else:
         if args.plot:
             raise ConfigError("--plot needs a catalog (tools per turn vs catalog size)", source="--plot")
-        from promcp.analysis import load, load_content
-
         try:
-            events = load(path)
+            result = wi.whatif_dataset(
+                path,
+                k=args.k,
+                n_results=args.results,
+                scorer=args.scorer,
+                strategies=args.strategies,
+                tokenizer=args.tokenizer,
+            )
         except NotATraceError as exc:
             raise ConfigError(
                 f"neither a promcp dataset nor a tool catalog: {exc}", source=str(path)
             ) from None
-        model = None
-        strategies = list(args.strategies or wi.DATASET_STRATEGIES)
-
-        def factory(tools: Any) -> Any:
-            nonlocal model
-            r = wi.Router(tools, args.scorer, model=model)
-            model = r.model
-            return r
-
-        dres = wi.evaluate_dataset(
-            events,
-            load_content(path),
-            _counter,
-            k=args.k,
-            n_results=args.results,
-            strategies=strategies,
-            router_factory=factory,
-            tokenizer=args.tokenizer,
-        )
-        turns = dres.turns
-        full = turns[turns["strategy"] == "full"] if len(turns) else turns
-        meta |= {
-            "mode": "dataset",
-            "llm_calls": len(full),
-            "zero_baseline_turns": int((full["full_tokens"] <= 0).sum()) if len(full) else 0,
-            "tokenizer": ",".join(sorted(set(turns["tokenizer"]))) if len(turns) else args.tokenizer,
-            "skipped": dres.skipped,
-        }
-        strategies = ["full", *strategies]
-    summary = wi.summarize(turns, order=list(dict.fromkeys(["full", *strategies])))
-    _emit(summary, meta, args.format)
+        _emit(result, args.format)
+        return 0
+    result = wi.WhatifResult(wi.summarize(turns, order=list(dict.fromkeys(["full", *strategies]))), meta)
     if args.plot:
-        frame = wi.scaling(tools, _counter(meta["tokenizer"]), k=args.k, scorer=args.scorer)
-        out = wi.plot_scaling(frame, args.plot, tokenizer=meta["tokenizer"], k=args.k)
+        with err.status(f"routing growing subsets of {len(tools)} tools"):
+            result.scaling = wi.scaling(tools, wi.counter(meta["tokenizer"]), k=args.k, scorer=args.scorer)
+        out = wi.plot_scaling(result.scaling, args.plot, tokenizer=meta["tokenizer"], k=args.k)
         err.print(f"wrote {out}")
+    _emit(result, args.format)
     return 0
 
 
-def _emit(summary: pd.DataFrame, meta: dict[str, Any], fmt: str) -> None:
+def _emit(result: WhatifResult, fmt: str) -> None:
     from promcp.analysis.views import get_renderer
     from promcp.analysis.views.whatif import whatif_document
 
-    doc = whatif_document(summary, meta)
     options: dict[str, Any] = {"console": stdout()} if fmt == "table" else {}
-    get_renderer(fmt, **options).write(doc, sys.stdout)
+    get_renderer(fmt, **options).write(whatif_document(result), sys.stdout)

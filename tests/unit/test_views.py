@@ -30,6 +30,7 @@ from promcp.analysis.views.diff import diff_document
 from promcp.analysis.views.report import report_document
 from promcp.analysis.views.terminal import WORD_MAX_WIDTH
 from promcp.analysis.views.whatif import whatif_document
+from promcp.analysis.whatif import WhatifResult
 from tests import synth
 from tests.conftest import REPO, write_dataset
 
@@ -67,7 +68,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> list[Document]:
         report_document(pa.report(EXAMPLE, sections=everything)),
         report_document(pa.report(imported, sections=everything)),
         report_document(pa.report(runs, by=["topology", "model"], sections=everything)),
-        whatif_document(summary, meta),
+        whatif_document(WhatifResult(summary, meta)),
         diff_document(pa.diff(runs, runs, runs_a=["synth-l-cust"], runs_b=["synth-c-cust"]), "A", "B"),
     ]
 
