@@ -7,7 +7,12 @@ chosen ``--format``::
     get_renderer("markdown").write(doc, sys.stdout)
 
 Renderers: ``table`` (rich terminal, :mod:`.terminal`), ``markdown`` (:mod:`.markdown`), ``csv`` (:mod:`.csvdata`),
-``json`` (:mod:`.jsondata`). A new format subclasses :class:`Renderer` and adds itself to :data:`RENDERERS`.
+``json`` (:mod:`.jsondata`), ``html`` (:mod:`.htmldoc`: one self-contained page, and the one HTML table formatter).
+A new format subclasses :class:`Renderer` and adds itself to :data:`RENDERERS`.
+
+The HTML report page of ``promcp report --html`` (charts, task timelines, context fill, schema weight, what-if) is
+:mod:`promcp.analysis.views.html`: the report document's tables through :func:`.htmldoc.table_html`, plus the
+per-task data the charts draw.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ from promcp.analysis.views.base import (
     format_number,
 )
 from promcp.analysis.views.csvdata import CsvRenderer
+from promcp.analysis.views.htmldoc import HtmlRenderer
 from promcp.analysis.views.jsondata import JsonRenderer
 from promcp.analysis.views.markdown import MarkdownRenderer
 from promcp.analysis.views.terminal import TaskProgress, TerminalRenderer
 
 #: ``--format`` name → renderer class.
 RENDERERS: dict[str, type[Renderer]] = {
-    r.name: r for r in (TerminalRenderer, MarkdownRenderer, CsvRenderer, JsonRenderer)
+    r.name: r for r in (TerminalRenderer, MarkdownRenderer, CsvRenderer, JsonRenderer, HtmlRenderer)
 }
 
 
@@ -51,6 +57,7 @@ __all__ = [
     "Column",
     "CsvRenderer",
     "Document",
+    "HtmlRenderer",
     "JsonRenderer",
     "MarkdownRenderer",
     "Missing",

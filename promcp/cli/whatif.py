@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from promcp.analysis.views import RENDERERS
     from promcp.analysis.whatif import SCORERS, STRATEGIES
 
     p = sub.add_parser(
@@ -44,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--queries", default=None, help="JSONL queries for a catalog (default: the one beside it)")
     p.add_argument(
-        "--format", choices=("table", "csv", "json", "markdown"), default="table", help="output format"
+        "--format", choices=list(RENDERERS), default="table", help="output format (default: table)"
     )
     p.add_argument(
         "--plot",

@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -127,14 +128,82 @@ def test_one_formatting_rule() -> None:
 
 
 def test_every_format_renders_every_document(documents: list[Document]) -> None:
-    assert set(RENDERERS) >= {"table", "markdown", "csv", "json"}
+    assert set(RENDERERS) >= {"table", "markdown", "csv", "json", "html"}
     for doc in documents:
+        page = get_renderer("html").render(doc)
+        tables = _HtmlCells()
+        tables.feed(page)
+        shown = [t for t in doc.tables if t.rows]
+        assert tables.tables == [[[c.title for c in t.columns], *t.cells()] for t in shown], doc.title
+        assert "<script" not in page and "connect-src 'none'" in page
         md = get_renderer("markdown").render(doc)
         assert md.startswith(f"**{doc.title}**")
         body = json.loads(get_renderer("json").render(doc))
         assert set(body["tables"]) == set(doc.datasets())
         first = next(iter(doc.datasets()))
         assert get_renderer("csv", table=first).render(doc).splitlines()[0].split(",")[0]
+
+
+class _HtmlCells(HTMLParser):
+    """Every ``table.data`` of a page as rows of cell texts (header row first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self._cell: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append(self._cell)
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell += data
+
+
+def test_html_tables_use_the_one_formatting_rule() -> None:
+    """The HTML table formatter: format_cell's text, escaped; numbers right-aligned; a missing value marked."""
+    doc = Document("d <&>", header="h")
+    doc.add(
+        Table(
+            "t",
+            "T <1>",
+            [Column("k"), Column("v", kind="number", help="what v is"), Column("s", kind="stat")],
+            [
+                {"k": "<b>", "v": Missing("not observable"), "s": Stat(1482.2, 778.0, 93.84)},
+                {"k": "x", "v": None},
+            ],
+            notes=["a note"],
+        )
+    )
+    doc.add(Table("e", "Empty", [Column("k")], empty="none"))
+    page = get_renderer("html").render(doc)
+    assert "<td>&lt;b&gt;</td>" in page and "<h3>T &lt;1&gt;</h3>" in page
+    assert '<td class="num missing">not observable</td>' in page and '<td class="num missing">—</td>' in page
+    assert (
+        '<td class="num">1,482 ± 778 (93.8%)</td>' in page
+        and '<th class="num" title="what v is">v</th>' in page
+    )
+    assert '<div class="note empty">none</div>' in page and "<li>a note</li>" in page
+
+
+def test_diff_prints_an_html_page() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "promcp.cli", "diff", str(EXAMPLE), str(EXAMPLE), "--format", "html"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.startswith("<!doctype html>") and "<table" in out and "<script" not in out
 
 
 def test_machine_formats_write_the_data_behind_the_views() -> None:
