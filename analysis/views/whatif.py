@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from promcp.analysis.views.base import Column, Document, Table
+from promcp.analysis.views.base import MISSING, Column, Document, Table
 
 if TYPE_CHECKING:  # not imported at run time: the what-if engine pulls in torch
     from promcp.analysis.whatif import WhatifResult
@@ -31,8 +31,8 @@ def whatif_document(result: WhatifResult, notes: list[str] | None = None) -> Doc
     ``scorer`` and the facts. The scaling curve, when computed, is the data table ``scaling``."""
     summary, meta = result.summary, result.meta
     header = (
-        f"{meta['mode']} {meta['source']} · tokenizer {meta.get('tokenizer') or '—'} · k={meta['k']} · "
-        f"scorer {meta['scorer']}"
+        f"{meta.get('mode') or MISSING} {meta.get('source') or MISSING} · tokenizer {meta.get('tokenizer') or MISSING}"
+        f" · k={meta.get('k') or MISSING} · scorer {meta.get('scorer') or MISSING}"
     )
     doc = Document("promcp whatif", header=header, meta=dict(meta), data={"summary": summary})
     if result.scaling is not None:
@@ -41,7 +41,7 @@ def whatif_document(result: WhatifResult, notes: list[str] | None = None) -> Doc
     reason = (
         "no LLM calls to recompute: the dataset has no successful LLM input events (S1/S5); what-if needs a run "
         "or an import with LLM calls, or a tool catalog"
-        if meta["mode"] == "dataset" and not meta.get("llm_calls")
+        if meta.get("mode") == "dataset" and not meta.get("llm_calls")
         else "no turns could be costed (see the notes)"
     )
     doc.add(
