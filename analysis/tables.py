@@ -461,6 +461,26 @@ def _n_tools(attrs: object) -> float:
     return float(value) if isinstance(value, int | float) else np.nan
 
 
+def partial_sql(columns: Sequence[str]) -> str:
+    """SQL: whether an event's source marks some origin as not observable (imports: ``attrs.<origin>_observable``).
+
+    Only such sources can have an unobserved part, so the attrs JSON and the parts list are read only for their
+    calls; the rest costs one LIKE per call."""
+    return "attrs LIKE '%_observable%'" if "attrs" in columns else "false"
+
+
+def unobserved_sql(columns: Sequence[str], *, partial: str | None = None) -> str:
+    """SQL: the input tokens of an LLM call that its source could not attribute to an origin (the ``system`` part
+    keyed :data:`UNOBSERVED`; counted inside ``in_system``), 0 for sources that observe every origin.
+    ``partial``: an already computed :func:`partial_sql` column."""
+    if "parts" not in columns:
+        return "0"
+    return (
+        f"CASE WHEN {partial or partial_sql(columns)} THEN coalesce(list_sum(list_transform(list_filter(parts, "
+        f"lambda p: p.origin = 'system' AND p.\"key\" = '{UNOBSERVED}'), lambda p: p.tokens)), 0) ELSE 0 END"
+    )
+
+
 def input_origins(
     events: Events, by: Sequence[str] = ("topology",), *, include_incomplete: bool = False
 ) -> pd.DataFrame:
@@ -480,17 +500,8 @@ def input_origins(
     by_list = ", ".join(map(ident, by)) if by else "NULL AS _all"
     group = "GROUP BY ALL" if by else ""
     origins = (*ORIGINS, UNOBSERVED)
-    has_attrs = "attrs" in table.column_names
-    has_parts = "parts" in table.column_names
-    # Only sources that mark an origin unobservable (imports) can have an unobserved part: the attrs JSON and the
-    # parts list are read only for their calls (``partial_``), the rest costs one LIKE per call.
-    partial = "attrs LIKE '%_observable%'" if has_attrs else "false"
-    unobserved = (
-        "CASE WHEN partial_ THEN coalesce(list_sum(list_transform(list_filter(parts, lambda p: "
-        f"p.origin = 'system' AND p.\"key\" = '{UNOBSERVED}'), lambda p: p.tokens)), 0) ELSE 0 END"
-        if has_parts
-        else "0"
-    )
+    partial = partial_sql(table.column_names)
+    unobserved = unobserved_sql(table.column_names, partial="partial_")
     seen_cols = ", ".join(
         "CASE WHEN partial_ AND json_valid(attrs) THEN coalesce(TRY_CAST(json_extract_string(attrs, "
         f"'$.{o}_observable') AS BOOLEAN), true) ELSE true END AS seen_{o}"

@@ -236,11 +236,10 @@ def _views(rep: Report) -> list[Table]:
                     1,
                 )
             )
-        elif frame.empty:
+        elif frame.empty:  # no error and no overflow is news; any other empty table is missing data
+            empty = "none" if name in ("errors", "overflows") else "no data"
             out.append(
-                Table(
-                    name, SECTIONS.get(name, name), [Column(str(c)) for c in frame.columns], empty="no data"
-                )
+                Table(name, SECTIONS.get(name, name), [Column(str(c)) for c in frame.columns], empty=empty)
             )
         elif name == "init":
             out.append(_init_view(frame, by))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from promcp.analysis.report import DEFAULT_SECTIONS, SECTIONS, report
 from promcp.analysis.views import RENDERERS, get_renderer
@@ -80,8 +81,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--html",
         metavar="OUT.html",
         default=None,
-        help="write a self-contained HTML report (charts, task timelines, context fill, schema weight) to "
-        "OUT.html instead of printing the tables; prints the page's path",
+        help="write a self-contained HTML report (the tables, task timelines, context fill, schema weight) to "
+        "OUT.html instead of printing the tables, over the same selection (--run/--latest/--task/"
+        "--include-incomplete/--section); prints the page's path. --format html writes it to stdout",
     )
     p.add_argument(
         "--whatif",
@@ -100,11 +102,16 @@ _COMPUTE = "\0compute"
 
 def _run(args: argparse.Namespace) -> int:
     by = [c.strip() for c in args.by.split(",") if c.strip()]
-    if args.whatif is not None and args.html is None:
-        raise ConfigError("draws into the HTML page: add --html OUT.html", source="--whatif")
-    if args.html is not None:
-        return _write_html(args, by)
     tokenizer_names = [t.strip() for t in args.tokenizers.split(",") if t.strip()]
+    page = args.html is not None or args.format == "html"
+    if args.whatif is not None and not page:
+        raise ConfigError("draws into the HTML page: add --html OUT.html", source="--whatif")
+    if args.html is not None and args.format not in ("table", "html"):
+        raise ConfigError(
+            f"--html writes the page, not {args.format}: leave one of them out", source="--format"
+        )
+    if page:
+        return _write_html(args, by, tokenizer_names)
     sections = args.sections
     if args.format == "csv":
         sections = [args.table]
@@ -131,24 +138,40 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_html(args: argparse.Namespace, by: list[str]) -> int:
-    from promcp.analysis.views.html import write_html
+def _write_html(args: argparse.Namespace, by: list[str], tokenizers: list[str]) -> int:
+    """The HTML page (``--html OUT``, or ``--format html`` to stdout), over the same selection as the tables."""
+    from promcp.analysis.views.html import find_whatif, page_data, render, write_html
 
     whatif = None
     if args.whatif == _COMPUTE:
         from promcp.analysis.whatif import whatif_dataset
 
         with stderr().status("what-if: routing every recorded LLM call under each strategy"):
-            whatif = whatif_dataset(args.path, with_scaling=True)
+            whatif = whatif_dataset(
+                args.path, with_scaling=True, runs=args.runs, latest=args.latest, tasks=args.tasks
+            )
     elif args.whatif is not None:
         from promcp.analysis.whatif import read_result
 
         whatif = read_result(args.whatif)
+    options: dict[str, Any] = {
+        "by": by,
+        "sections": args.sections,
+        "runs": args.runs,
+        "latest": args.latest,
+        "tasks": args.tasks,
+        "include_incomplete": args.include_incomplete,
+        "tokenizers": tokenizers,
+        "resend_top": args.top,
+    }
     with stderr().status("writing the HTML report"):
-        try:
-            out = write_html(args.path, args.html, by=by, whatif=whatif)
-        except KeyError as exc:
-            raise ConfigError(str(exc.args[0]), source="--by") from None
+        if args.html is None:
+            text = render(page_data(args.path, whatif=whatif or find_whatif(args.path), **options))
+        else:
+            out = write_html(args.path, args.html, whatif=whatif, **options)
+    if args.html is None:
+        sys.stdout.write(text)
+        return 0
     size = out.stat().st_size
     stdout().print(f"wrote {out} ({size / 2**20:.1f} MiB)", highlight=False, soft_wrap=True)
     return 0

@@ -1,13 +1,15 @@
 """The HTML report: one self-contained page where a reader sees the tools tax (``promcp report DATASET --html OUT``).
 
 >>> from promcp.analysis.views.html import write_html
->>> write_html("traces/example", "report.html")              # every script, style and number inline
+>>> write_html("examples/default-run", "report.html")        # every script, style and number inline
 PosixPath('report.html')
 
-Two steps with a clean seam: :func:`page_data` computes everything the page shows (a :class:`PageData`, no HTML;
-its JSON is embedded in the page as ``#promcp-data``), :func:`render` turns it into the document. Charts are
-Vega-Lite specifications built with Altair and drawn by the Vega bundle vl-convert ships, inlined; the page fetches
-nothing (its Content-Security-Policy forbids it).
+Two steps with a clean seam: :func:`page_data` computes everything the page shows (a :class:`PageData`, no HTML:
+the report's :class:`~promcp.analysis.views.base.Document` — the one ``promcp report`` prints — and the per-task
+frames the charts draw; its JSON is embedded in the page as ``#promcp-data``), :func:`render` turns it into the
+page. Every table in it is drawn by :func:`promcp.analysis.views.htmldoc.table_html`, the one HTML table formatter.
+Charts are Vega-Lite specifications built with Altair and drawn by the Vega bundle vl-convert ships, inlined; the
+page fetches nothing (its Content-Security-Policy forbids it).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyarrow as pa
 
-from promcp.analysis.tables import ParquetEvents
-from promcp.analysis.views.html._data import PageData, Table, page_data
+from promcp.analysis.engine import ParquetEvents
+from promcp.analysis.views.html._data import SUMMARY_SECTIONS, TASK_SECTIONS, PageData, page_data
 from promcp.analysis.views.html._page import render
 from promcp.analysis.views.html._tasks import Limits
 from promcp.errors import ConfigError, PromcpWarning
@@ -56,18 +58,38 @@ def write_html(
     out: str | Path,
     *,
     by: Sequence[str] = ("topology",),
+    sections: Sequence[str] | None = None,
+    runs: Sequence[str] | None = None,
+    latest: int = 0,
+    tasks: Sequence[str] | None = None,
+    include_incomplete: bool = False,
+    tokenizers: Sequence[str] = (),
+    resend_top: int = 15,
     whatif: WhatifResult | None = None,
     limits: Limits | None = None,
 ) -> Path:
     """Write the HTML report of a dataset to ``out`` (atomically) and return its path.
 
-    ``data`` is a dataset path (directory, run directory, ``events.parquet`` or journal) or loaded events; ``by``
-    groups the summary tables like ``promcp report --by``; ``whatif`` is a what-if result to draw (default: the
-    one saved as ``whatif.json`` in the dataset directory, if any); ``limits`` bounds the per-task detail.
+    ``data`` is a dataset path (directory, run directory, ``events.parquet`` or journal) or loaded events; the
+    selection and grouping options are :func:`page_data`'s (``promcp report``'s flags); ``whatif`` is a what-if
+    result to draw (default: the one saved as ``whatif.json`` in the dataset directory, if any); ``limits`` bounds
+    the per-task detail.
     """
     if whatif is None and isinstance(data, str | Path):
         whatif = find_whatif(data)
-    page = page_data(data, by=by, whatif=whatif, limits=limits)
+    page = page_data(
+        data,
+        by=by,
+        sections=sections,
+        runs=runs,
+        latest=latest,
+        tasks=tasks,
+        include_incomplete=include_incomplete,
+        tokenizers=tokenizers,
+        resend_top=resend_top,
+        whatif=whatif,
+        limits=limits,
+    )
     text = render(page)
     target = Path(out)
     try:
@@ -87,4 +109,13 @@ def write_html(
     return target
 
 
-__all__ = ["Limits", "PageData", "Table", "find_whatif", "page_data", "render", "write_html"]
+__all__ = [
+    "SUMMARY_SECTIONS",
+    "TASK_SECTIONS",
+    "Limits",
+    "PageData",
+    "find_whatif",
+    "page_data",
+    "render",
+    "write_html",
+]
