@@ -182,7 +182,7 @@ def test_attribute_init_forward_backward_and_startup_only() -> None:
 
 def test_limits_are_applied_and_said(tmp_path: Path) -> None:
     ds = write_dataset(tmp_path / "ds", synth.events(60, seed=5, overflow_every=7))
-    page = page_data(ds, limits=Limits(tasks=10, events=10_000, tools=3))
+    page = page_data(ds, limits=Limits(tasks=10, events=10_000, tools=3, rows=12))
     assert len(page.tasks) == 10 and set(page.timeline["key"]) == set(page.tasks["key"])
     assert set(page.tasks["run_id"]) == set(pa.load(ds)["run_id"].astype(str))  # both runs get tasks
     assert any("10 of 60 tasks" in n for n in page.notes), page.notes
@@ -191,6 +191,13 @@ def test_limits_are_applied_and_said(tmp_path: Path) -> None:
     # overflowing calls are flagged for the context-fill chart, and counted in the report's notes
     assert page.windows["overflow"].any()
     assert any("context_overflow" in n for n in page.report.notes)
+    # the task section is bounded too: every incomplete task first, then complete ones, and said so
+    table = next(t for t in page.report.tables if t.name == "tasks")
+    outcomes = [r["outcome"] for r in table.rows]
+    incomplete = int((pa.task_table(ds)["outcome"] != "ok").sum())
+    assert len(outcomes) == 12 and 0 < incomplete < 12
+    assert outcomes.count("ok") == 12 - incomplete and len(page.report.data["tasks"]) == 12
+    assert table.notes[-1].startswith("the page lists 12 of 60 rows (every incomplete task first)")
 
 
 def test_empty_dataset_gives_a_page(tmp_path: Path) -> None:

@@ -150,6 +150,23 @@ def _with_outcomes(index: pd.DataFrame, rep: Report, events: Events) -> pd.DataF
     return index.merge(facts.astype({"run_id": str, "task": str}), on=["run_id", "task"], how="left")
 
 
+def _cut_rows(rep: Report, limit: int) -> dict[str, int]:
+    """Bound the task section's tables to ``limit`` rows each (a large dataset has thousands of tasks); the task
+    table keeps every incomplete task first, in order. Returns the cut tables' full row counts."""
+    cut: dict[str, int] = {}
+    for name in TASK_SECTIONS:
+        frame = rep.tables.get(name)
+        if frame is None or len(frame) <= limit:
+            continue
+        cut[name] = len(frame)
+        if name == "tasks":
+            bad = frame["outcome"] != "ok"
+            keep = bad | (~bad).cumsum().le(max(0, limit - int(bad.sum())))
+            frame = frame[keep.to_numpy()]
+        rep.tables[name] = frame.head(limit).reset_index(drop=True)
+    return cut
+
+
 def page_data(
     data: str | Path | pd.DataFrame | pa.Table | ParquetEvents,
     *,
@@ -205,12 +222,22 @@ def page_data(
             f"Schema weight shows the {limits.tools} heaviest of {n_tools:,} tools (by schema tokens or re-send cost)."
         )
     selection = {"runs": list(runs or []), "latest": latest, "tasks": list(tasks or [])}
+    task_index = _with_outcomes(detail.index, rep, events)
+    cut = _cut_rows(rep, limits.rows)
+    doc = report_document(rep)
+    for table in doc.tables:
+        if table.name in cut:
+            table.notes.append(
+                f"the page lists {limits.rows:,} of {cut[table.name]:,} rows"
+                + (" (every incomplete task first)" if table.name == "tasks" else "")
+                + f"; promcp report --section {table.name} lists them all"
+            )
     return PageData(
         header=_header(events, rep, label, selection),
-        report=report_document(rep),
+        report=doc,
         phases=_phases(rep, by),
         runs=_runs(events),
-        tasks=_with_outcomes(detail.index, rep, events),
+        tasks=task_index,
         timeline=detail.timeline,
         calls=detail.calls,
         windows=detail.windows,

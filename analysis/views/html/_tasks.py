@@ -74,11 +74,14 @@ EVENT_COLUMNS: Final = (
 
 @dataclass(frozen=True)
 class Limits:
-    """How much per-task detail the page embeds (the summary, schema weight and what-if always cover everything)."""
+    """How much per-task detail the page embeds (the summary, schema weight and what-if always cover everything):
+    ``tasks``/``events`` for the timelines and context fill, ``tools`` for the schema-weight charts, ``rows`` for
+    each table of the task section (tasks, errors, overflows; incomplete tasks first)."""
 
     tasks: int = 1_000
     events: int = 30_000
     tools: int = 60
+    rows: int = 500
 
 
 @dataclass
