@@ -71,6 +71,8 @@ SKIP: dict[str, str] = {
     "127.0.0.1 --port 8000] [--responses FILE] [--latency-ms 50|20-80] [--latency-per-kb-ms X] "
     "[--result-bytes 1500] [--seed 0]": "synopsis of a server (test_replay_server)",
     "promcp whatif traces/my-run": "placeholder: your run",
+    "promcp report traces/ --html report.html --whatif wi.json": "placeholder: a saved what-if (test_report_html: "
+    "test_whatif_json_reads_back_into_the_same_document)",
     "promcp whatif ../shared/data/catalogs/tool-rot --k 3": "runs in test_whatif_reference (embeddings, slow)",
     "promcp whatif ../shared/data/catalogs --plot scaling.png": "503 tools re-embedded per subset (4 minutes)",
     "promcp whatif CAT.json --queries q.jsonl --strategy topk --strategy two-phase --scorer bm25 --format csv": (
