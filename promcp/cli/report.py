@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _write_html(args: argparse.Namespace, by: list[str], tokenizers: list[str]) -> int:
     """The HTML page (``--html OUT``, or ``--format html`` to stdout), over the same selection as the tables."""
-    from promcp.analysis.views.html import find_whatif, page_data, render, write_html
+    from promcp.analysis.views.html import page_data, render, write_html
 
     whatif = None
     if args.whatif == _COMPUTE:
@@ -166,7 +166,7 @@ def _write_html(args: argparse.Namespace, by: list[str], tokenizers: list[str]) 
     }
     with stderr().status("writing the HTML report"):
         if args.html is None:
-            text = render(page_data(args.path, whatif=whatif or find_whatif(args.path), **options))
+            text = render(page_data(args.path, whatif=whatif, **options))
         else:
             out = write_html(args.path, args.html, whatif=whatif, **options)
     if args.html is None:

@@ -11,6 +11,7 @@ so a test or a script can read the page's numbers back. Its tables are the repor
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ from promcp.analysis.views.html._tasks import Limits, task_data
 from promcp.analysis.views.jsondata import JsonRenderer
 from promcp.analysis.views.report import report_document
 from promcp.analysis.views.whatif import whatif_document
+from promcp.errors import ConfigError, PromcpWarning
 
 if TYPE_CHECKING:  # not imported at run time: the what-if engine pulls in torch
     from promcp.analysis.whatif import WhatifResult
@@ -150,6 +152,25 @@ def _with_outcomes(index: pd.DataFrame, rep: Report, events: Events) -> pd.DataF
     return index.merge(facts.astype({"run_id": str, "task": str}), on=["run_id", "task"], how="left")
 
 
+def find_whatif(dataset: str | Path) -> WhatifResult | None:
+    """The what-if result saved in a dataset directory (``DATASET/whatif.json``), if there is one.
+
+    A saved file that is not a what-if result is left out with a :class:`~promcp.errors.PromcpWarning` naming it:
+    the rest of the page does not depend on it.
+    """
+    from promcp.analysis.whatif import RESULT_FILE, read_result
+
+    path = Path(dataset)
+    candidate = path / RESULT_FILE if path.is_dir() else None
+    if candidate is None or not candidate.is_file():
+        return None
+    try:
+        return read_result(candidate)
+    except ConfigError as exc:
+        warnings.warn(f"{exc}; the page has no what-if section", PromcpWarning, stacklevel=2)
+        return None
+
+
 def _cut_rows(rep: Report, limit: int) -> dict[str, int]:
     """Bound the task section's tables to ``limit`` rows each (a large dataset has thousands of tasks); the task
     table keeps every incomplete task first, in order. Returns the cut tables' full row counts."""
@@ -192,6 +213,8 @@ def page_data(
     bounds the per-task detail embedded (the page says when it is cut).
     """
     limits = limits or Limits()
+    if whatif is None and isinstance(data, str | Path):
+        whatif = find_whatif(data)
     label = dataset_label or (str(data) if isinstance(data, str | Path) else "(events in memory)")
     wanted = list(dict.fromkeys([*(sections or SUMMARY_SECTIONS), *TASK_SECTIONS]))
     rep = report(
