@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promcp.analysis.tables import ParquetEvents
+from promcp.analysis.engine import ParquetEvents, RunRef
 from promcp.store.parquet import ARROW_SCHEMA, CONTENT_SCHEMA, content_files, discover
 
 
@@ -56,7 +56,16 @@ def scan(path: str | Path) -> ParquetEvents:
     names: dict[str, None] = {}
     for run in runs:
         names.update(dict.fromkeys(pq.read_schema(run.path).names))
-    return ParquetEvents(files=tuple(run.path for run in runs), column_names=tuple(names))
+    refs = tuple(
+        RunRef(
+            run_id=str(run.run.get("run_id") or run.path.parent.name.removeprefix("run_id=")),
+            path=run.path,
+            created_ns=run.run.get("created_ns"),
+            topology=run.run.get("topology"),
+        )
+        for run in runs
+    )
+    return ParquetEvents(files=tuple(run.path for run in runs), column_names=tuple(names), runs=refs)
 
 
 def attrs_of(value: Any) -> dict[str, Any]:
@@ -73,15 +82,31 @@ def attrs_of(value: Any) -> dict[str, Any]:
     return {}
 
 
-def _types_mapper(typ: pa.DataType) -> pd.ArrowDtype | None:
+#: Arrow integer type → pandas nullable integer dtype (a missing token count stays missing, the column stays int).
+_NULLABLE_INTS: dict[pa.DataType, pd.api.extensions.ExtensionDtype] = {
+    pa.int8(): pd.Int8Dtype(),
+    pa.int16(): pd.Int16Dtype(),
+    pa.int32(): pd.Int32Dtype(),
+    pa.int64(): pd.Int64Dtype(),
+    pa.uint8(): pd.UInt8Dtype(),
+    pa.uint16(): pd.UInt16Dtype(),
+    pa.uint32(): pd.UInt32Dtype(),
+    pa.uint64(): pd.UInt64Dtype(),
+}
+
+
+def _types_mapper(typ: pa.DataType) -> pd.api.extensions.ExtensionDtype | None:
     # nested columns (parts) stay Arrow-backed: no Python object per row
     if pa.types.is_list(typ) or pa.types.is_struct(typ):
         return pd.ArrowDtype(typ)
-    return None
+    return _NULLABLE_INTS.get(typ)
 
 
 def to_frame(table: pa.Table) -> pd.DataFrame:
-    """Arrow events → pandas: dictionary columns become categoricals, ``parts`` stays Arrow-backed."""
+    """Arrow events → pandas: integer columns (``round``, ``seq``, token counts, ``t_*_ns``) as nullable integers
+    (``Int64``: a missing count is ``<NA>``, not a float NaN), dictionary columns as categoricals, ``parts``
+    Arrow-backed, ``attrs`` as the JSON text it is stored as (``json.loads(df["attrs"][i])``; not pandas'
+    own ``df.attrs`` metadata)."""
     return table.to_pandas(types_mapper=_types_mapper, split_blocks=True)
 
 
@@ -89,7 +114,7 @@ def load(path: str | Path, columns: Sequence[str] | None = None) -> pd.DataFrame
     """Events under ``path`` as a pandas DataFrame, one row per event (see docs/events.md for the columns).
 
     >>> import promcp.analysis as pa
-    >>> df = pa.load("traces/example")
+    >>> df = pa.load("examples/default-run")
     >>> df.groupby(["topology", "phase"], observed=True)["tokens_in"].sum()
     """
     return to_frame(load_table(path, columns))

@@ -1,26 +1,36 @@
-"""The report: every attribution table of a dataset in one place (what ``promcp report`` prints)."""
+"""The report: every attribution table of a dataset in one place (what ``promcp report`` prints).
+
+:func:`report` selects runs and tasks, decides which tasks are complete (only those enter the attribution tables
+unless ``include_incomplete``), computes the chosen sections and writes down, as notes, everything a reader needs
+to trust the numbers: which tasks were left out and why, which latencies are unknown or overlap, which events had
+no task id. Rendering is separate (:mod:`promcp.analysis.views.report`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import pandas as pd
-import pyarrow as pa
 
-from promcp.analysis.load import load_content, scan
+from promcp import tokenizers as _tokenizers
+from promcp.analysis.engine import IMPLICIT_TASK, Events, complete, query, select
+from promcp.analysis.load import load_content
 from promcp.analysis.tables import (
-    ParquetEvents,
-    _query,
+    FACT_COLUMNS,
+    PHASES,
     input_origins,
     latency_segments,
+    per_task,
     phase_attribution,
     resend_cost,
     session_init,
 )
+from promcp.analysis.tasks import errors, overflows
 from promcp.analysis.tokenizer_compare import compare_tokenizers
+from promcp.errors import ConfigError
 
 #: Report sections in display order, with their titles.
 SECTIONS: Final[dict[str, str]] = {
@@ -29,8 +39,15 @@ SECTIONS: Final[dict[str, str]] = {
     "init": "Session initialization per server and transport",
     "origins": "LLM input tokens by origin",
     "resend": "Cumulative re-send cost (top entries)",
+    "tasks": "Tasks: outcome, rounds, tokens and time of every task",
+    "errors": "Errors: every event that did not end ok, with its reason",
+    "overflows": "Context overflows: LLM calls that did not fit the context window (not sent)",
     "tokenizers": "Tokenizer comparison over captured content",
 }
+#: What ``promcp report`` shows without ``--section`` (``overflows`` too when there are any).
+DEFAULT_SECTIONS: Final = ("phases", "segments", "init", "origins", "resend")
+#: Incomplete tasks named in the exclusion note before "and N more".
+NAMED_IN_NOTE: Final = 5
 
 #: Columns :func:`report` reads (loading only these keeps million-event reports fast).
 REPORT_COLUMNS: Final = (
@@ -47,6 +64,8 @@ REPORT_COLUMNS: Final = (
     "tool",
     "transport",
     "tool_call_id",
+    "t_start_ns",
+    "t_end_ns",
     "tokens_in",
     "tokens_out",
     "footprint_tokens",
@@ -54,6 +73,9 @@ REPORT_COLUMNS: Final = (
     "tokenizer",
     "latency_ms",
     "status",
+    "error_type",
+    "resp_preview",
+    "context_window",
     "in_system",
     "in_schemas",
     "in_user",
@@ -66,75 +88,188 @@ REPORT_COLUMNS: Final = (
 
 @dataclass
 class Report:
-    """Named result tables (pandas) of one dataset, plus what was left out."""
+    """Named result tables (pandas) of one dataset selection, and what a reader must know about them.
+
+    ``tables`` by section name; ``notes`` about the whole report, ``table_notes`` about one section;
+    ``excluded`` the tasks left out of the attribution tables (rows of :func:`~promcp.analysis.task_table`);
+    ``approximations`` the approximate tokenizers behind the counts (label → what it is).
+    """
 
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     events: int = 0
     runs: int = 0
     tasks: int = 0
+    complete: int = 0
+    by: list[str] = field(default_factory=list)
+    include_incomplete: bool = False
     notes: list[str] = field(default_factory=list)
+    table_notes: dict[str, list[str]] = field(default_factory=dict)
+    excluded: pd.DataFrame = field(default_factory=pd.DataFrame)
+    approximations: dict[str, str] = field(default_factory=dict)
+
+    def note(self, section: str, text: str) -> None:
+        self.table_notes.setdefault(section, []).append(text)
 
 
 def report(
-    data: str | Path | pd.DataFrame | pa.Table | ParquetEvents,
+    data: Events,
     *,
     by: Sequence[str] = ("topology",),
     sections: Sequence[str] | None = None,
     tokenizers: Sequence[str] = (),
     resend_top: int = 15,
+    runs: Sequence[str] | None = None,
+    latest: int = 0,
+    tasks: Sequence[str] | None = None,
+    include_incomplete: bool = False,
 ) -> Report:
-    """Compute the report tables for a dataset path (or an already loaded frame).
+    """Compute the report tables for a dataset path (or already loaded events).
 
-    ``sections`` picks from :data:`SECTIONS` (default: all but ``tokenizers``, which runs only when ``tokenizers``
-    names at least one tokenizer to compare over the dataset's captured content).
+    ``sections`` picks from :data:`SECTIONS` (default: :data:`DEFAULT_SECTIONS`, plus ``overflows`` when there
+    are any, plus ``tokenizers`` when ``tokenizers`` names at least one tokenizer to compare over the captured
+    content). ``runs`` (ids, unique prefixes or suffixes), ``latest`` (the N most recent runs) and ``tasks``
+    (task ids) narrow the events first. Only complete tasks enter the attribution tables unless
+    ``include_incomplete``; the others are named in a note (and listed by the ``tasks`` and ``errors`` sections).
     """
-    wanted = list(sections) if sections is not None else [s for s in SECTIONS if s != "tokenizers"]
+    wanted = list(sections) if sections is not None else list(DEFAULT_SECTIONS)
     if tokenizers and "tokenizers" not in wanted:
         wanted.append("tokenizers")
     unknown = [s for s in wanted if s not in SECTIONS]
     if unknown:
-        raise ValueError(f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-    if isinstance(data, pd.DataFrame):
-        df: pa.Table | ParquetEvents = pa.Table.from_pandas(data, preserve_index=False)
-    elif isinstance(data, pa.Table | ParquetEvents):
-        df = data
-    else:
-        df = scan(data)
-    counts = _query(
-        "SELECT count(*) AS events, count(DISTINCT run_id) AS runs, "
-        "count(DISTINCT (run_id, task_id)) FILTER (WHERE task_id IS NOT NULL) AS tasks, "
-        "count(*) FILTER (WHERE status = 'context_overflow') AS overflow FROM ev",
-        df,
-    )
-    out = Report(
-        events=int(counts.at[0, "events"]), runs=int(counts.at[0, "runs"]), tasks=int(counts.at[0, "tasks"])
-    )
-    overflow = int(counts.at[0, "overflow"])
-    if overflow:
-        out.notes.append(
-            f"{overflow} LLM call(s) did not fit the context window (status context_overflow); "
-            "they are left out of the phase tables"
+        raise ConfigError(
+            f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}",
+            source="--section",
         )
-    builders = {
-        "phases": lambda: phase_attribution(df, by),
-        "segments": lambda: latency_segments(df, by),
-        "init": lambda: session_init(df, [*by, "server", "transport"]),
-        "origins": lambda: input_origins(df, by),
-        "resend": lambda: resend_cost(df, by).head(resend_top),
+    events = select(data, runs=runs, latest=latest, tasks=tasks)
+    counts = query(
+        "SELECT count(*) AS events, count(DISTINCT run_id) AS runs, "
+        "count(*) FILTER (WHERE status = 'context_overflow') AS overflow, "
+        "list(DISTINCT CAST(tokenizer AS VARCHAR)) FILTER (WHERE tokenizer LIKE 'approx:%') AS approx FROM ev",
+        events,
+    )
+    task_rows = per_task(events, by)
+    all_tasks = task_rows[list(FACT_COLUMNS)]
+    if tasks:
+        missing = sorted(set(tasks) - set(all_tasks["task_id"]))
+        if missing:
+            known = ", ".join(list(dict.fromkeys(all_tasks["task_id"]))[:10]) or "none"
+            raise ConfigError(
+                f"no task {', '.join(missing)} in this selection; tasks: {known}", source="--task"
+            )
+    out = Report(
+        events=int(counts.at[0, "events"]),
+        runs=int(counts.at[0, "runs"]),
+        tasks=len(all_tasks),
+        by=list(by),
+        include_incomplete=include_incomplete,
+    )
+    approx = counts.at[0, "approx"]
+    for label in sorted(approx if isinstance(approx, list | tuple) else []):
+        out.approximations[label] = _tokenizers.describe(label) or label
+    ok = all_tasks["outcome"] == "ok"
+    out.complete = int(ok.sum())
+    out.excluded = all_tasks[~ok].reset_index(drop=True)
+    counted = events if include_incomplete else complete(events, all_tasks[["run_id", "task_id", "outcome"]])
+    overflow = int(counts.at[0, "overflow"])
+    if overflow and sections is None:
+        wanted.append("overflows")
+    _task_notes(out, all_tasks, overflow)
+    builders: dict[str, Callable[[], pd.DataFrame]] = {
+        "phases": lambda: phase_attribution(
+            events, by, include_incomplete=include_incomplete, tasks=task_rows
+        ),
+        "segments": lambda: latency_segments(counted, by, include_incomplete=True),
+        "init": lambda: session_init(events, [*by, "server", "transport"]),
+        "origins": lambda: input_origins(counted, by, include_incomplete=True),
+        "resend": lambda: resend_cost(counted, by, include_incomplete=True).head(resend_top),
+        "tasks": lambda: all_tasks.reset_index(drop=True),
+        "errors": lambda: errors(events),
+        "overflows": lambda: overflows(events),
     }
     for name in wanted:
         if name == "tokenizers":
-            if not tokenizers:
-                out.notes.append("tokenizer comparison needs --tokenizers NAME[,NAME…]")
-                continue
-            if not isinstance(data, str | Path):
-                out.notes.append("tokenizer comparison needs a dataset path (captured content)")
-                continue
-            content = load_content(data)
-            if content.empty:
-                out.notes.append("no captured content in this dataset: tokenizer comparison skipped")
-                continue
-            out.tables[name] = compare_tokenizers(content["text"].tolist(), list(tokenizers))
+            _tokenizer_section(out, data, tokenizers)
         else:
             out.tables[name] = builders[name]()
+    if "phases" in out.tables:
+        _timing_notes(out, out.tables["phases"], all_tasks[ok] if not include_incomplete else all_tasks)
     return out
+
+
+def _task_notes(out: Report, all_tasks: pd.DataFrame, overflow: int) -> None:
+    bad = out.excluded
+    if len(bad):
+        named = ", ".join(
+            f"{r.task_id} ({r.outcome}" + (f": {_short(r.error)})" if isinstance(r.error, str) else ")")
+            for r in bad.head(NAMED_IN_NOTE).itertuples()
+        )
+        more = f" and {len(bad) - NAMED_IN_NOTE} more" if len(bad) > NAMED_IN_NOTE else ""
+        if out.include_incomplete:
+            out.notes.append(f"the tables include {len(bad)} incomplete task(s): {named}{more}")
+        else:
+            out.notes.append(
+                f"{len(bad)} of {out.tasks} task(s) are not complete and are left out of the tables: {named}{more}. "
+                "--include-incomplete counts them; --errors lists every failure"
+            )
+    implicit = all_tasks[all_tasks["task_id"] == IMPLICIT_TASK]
+    if len(implicit):
+        out.notes.append(
+            f"{len(implicit)} run(s) recorded LLM or tool events without a task id: each run's are counted as one "
+            f"task, {IMPLICIT_TASK!r}; wrap each request in promcp.scope(task_id=…) to count tasks separately"
+        )
+    if not out.tasks:
+        out.notes.append(
+            "no task events (S1–S6) in this selection: only session start-up was recorded"
+            if out.events
+            else "no events in this selection"
+        )
+    if overflow:
+        out.notes.append(
+            f"{overflow} LLM call(s) did not fit the context window (status context_overflow, not sent): "
+            "see the context overflow table; their tasks are not complete"
+        )
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _timing_notes(out: Report, phases: pd.DataFrame, counted: pd.DataFrame) -> None:
+    """Say why latency means and shares are what they are: unknown timings, overlapping intervals."""
+    rows = phases[phases["phase"].isin(PHASES)]
+    unknown = rows[rows["latency_ms_tasks"] < rows["tasks"]]
+    if len(unknown):
+        parts = ", ".join(
+            f"{r.phase} in {int(r.tasks - r.latency_ms_tasks)} of {int(r.tasks)}"
+            + (f" ({' / '.join(str(getattr(r, k)) for k in out.by)})" if out.by else "")
+            for r in unknown.itertuples()
+        )
+        out.note(
+            "phases",
+            f"latency unknown (no timing recorded) for {parts} task(s): means skip them, shares are of the "
+            "measured time",
+        )
+    wall = counted["wall_ms"].astype("float64")
+    summed = counted["latency_ms"].astype("float64")
+    overlap = counted[summed > wall * 1.001 + 1.0]
+    if len(overlap):
+        out.note(
+            "phases",
+            f"in {len(overlap)} task(s) the recorded intervals overlap (bounded timings, e.g. from exports): their "
+            f"phase latencies add up to {overlap['latency_ms'].sum():,.0f} ms against "
+            f"{overlap['wall_ms'].sum():,.0f} ms of wall time; shares are of the summed latencies",
+        )
+
+
+def _tokenizer_section(out: Report, data: Events, names: Sequence[str]) -> None:
+    if not names:
+        out.notes.append("tokenizer comparison needs --tokenizers NAME[,NAME…]")
+    elif not isinstance(data, str | Path):
+        out.notes.append("tokenizer comparison needs a dataset path (captured content)")
+    else:
+        content = load_content(data)
+        if content.empty:
+            out.notes.append("no captured content in this dataset: tokenizer comparison skipped")
+        else:
+            out.tables["tokenizers"] = compare_tokenizers(content["text"].tolist(), list(names))

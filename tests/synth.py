@@ -49,6 +49,11 @@ def session_events(run_id: str, topology: Topology, rng: random.Random) -> Itera
         )
 
 
+def _latency(rng: random.Random, low: float, high: float, untimed: float) -> float | None:
+    value = rng.uniform(low, high)
+    return None if untimed and rng.random() < untimed else value
+
+
 def task_events(
     run_id: str,
     topology: Topology,
@@ -57,7 +62,11 @@ def task_events(
     *,
     max_rounds: int = 4,
     overflow: bool = False,
+    fail: bool = False,
+    untimed: float = 0.0,
 ) -> Iterator[Event]:
+    """One task's events. ``fail``: its last LLM call fails (input event ``status=error``, no tokens, no output);
+    ``untimed``: the probability that an event has no latency (``timing_quality=none``, as imports often have)."""
     common = {
         "run_id": run_id,
         "topology": topology,
@@ -77,8 +86,24 @@ def task_events(
         stage_in = Stage.S1 if rnd == 1 else Stage.S5
         parts = [system, *schemas, user, *history, *results]
         status = Status.CONTEXT_OVERFLOW if overflow and rnd == rounds else Status.OK
+        if fail and rnd == rounds:
+            yield Event(
+                stage=stage_in,
+                round=rnd,
+                status=Status.ERROR,
+                error_type="connection",
+                resp_preview="cannot reach http://127.0.0.1:9: connection refused",
+                latency_ms=rng.uniform(1000, 5000),
+                **{k: v for k, v in common.items() if k != "token_source"},
+            )
+            return
         yield Event(
-            stage=stage_in, round=rnd, parts=parts, latency_ms=rng.uniform(5, 50), status=status, **common
+            stage=stage_in,
+            round=rnd,
+            parts=parts,
+            latency_ms=_latency(rng, 5, 50, untimed),
+            status=status,
+            **common,
         )
         if status is Status.CONTEXT_OVERFLOW:
             return
@@ -89,7 +114,7 @@ def task_events(
             stage=Stage.S6 if final else Stage.S2,
             round=rnd,
             tokens_out=out_tokens,
-            latency_ms=rng.uniform(200, 4000),
+            latency_ms=_latency(rng, 200, 4000, untimed),
             tool_call_id=None if final else call_id,
             **common,
         )
@@ -104,7 +129,7 @@ def task_events(
             tool_call_id=call_id,
             footprint_tokens=rng.randint(5, 60),
             footprint_bytes=rng.randint(40, 600),
-            latency_ms=rng.uniform(0.05, 1),
+            latency_ms=_latency(rng, 0.05, 1, untimed),
             transport="stdio",
             **common,
         )
@@ -117,7 +142,7 @@ def task_events(
             tool_call_id=call_id,
             footprint_tokens=result_tokens,
             footprint_bytes=result_tokens * 4,
-            latency_ms=rng.uniform(1, 800),
+            latency_ms=_latency(rng, 1, 800, untimed),
             transport="stdio",
             status=Status.ERROR if rng.random() < 0.05 else Status.OK,
             **common,
@@ -132,6 +157,8 @@ def events(
     seed: int = 7,
     topologies: tuple[Topology, ...] = (Topology.L_CUST, Topology.C_CUST),
     overflow_every: int = 0,
+    fail_every: int = 0,
+    untimed: float = 0.0,
 ) -> Iterator[Event]:
     """Events of ``n_tasks`` tasks spread over one run per topology (plus the run's session start-up)."""
     rng = random.Random(seed)
@@ -140,4 +167,7 @@ def events(
         yield from session_events(run_id, topology, rng)
         for i in range(ti, n_tasks, len(topologies)):
             overflow = bool(overflow_every) and i % overflow_every == overflow_every - 1
-            yield from task_events(run_id, topology, f"t{i:06d}", rng, overflow=overflow)
+            fail = bool(fail_every) and i % fail_every == fail_every - 1 and not overflow
+            yield from task_events(
+                run_id, topology, f"t{i:06d}", rng, overflow=overflow, fail=fail, untimed=untimed
+            )

@@ -154,7 +154,7 @@ def evaluate_dataset(
                 if t is not None
             ]
             expected = frozenset(called.get(int(ev["round"]), set()))
-            base = int(ev["tokens_in"] or 0)
+            base = int(ev["tokens_in"]) if pd.notna(ev["tokens_in"]) else 0
             common = {"run_id": run_id, "task": task_id, "round": int(ev["round"]), "tokenizer": name}
             rows.append(
                 {

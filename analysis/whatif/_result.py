@@ -1,15 +1,15 @@
-"""A what-if result as one document: the per-strategy summary, what it was computed over, and (optionally) the
-scaling curve — what ``promcp whatif --format json`` prints and what ``promcp report --html`` draws.
+"""A what-if result: the per-strategy summary, what it was computed over, and (optionally) the scaling curve.
 
-:func:`whatif_dataset` runs the whole evaluation over a recorded dataset (the ``promcp whatif DATASET`` path);
-:func:`read_result` reads a saved ``--format json`` document back, so a report can show a what-if computed earlier
+:func:`whatif_dataset` runs the whole evaluation over a recorded dataset (the one path ``promcp whatif DATASET``
+and ``promcp report --html --whatif`` both run); :func:`promcp.analysis.views.whatif.whatif_document` turns a
+result into the document every renderer prints (``--format json``: ``{…meta, "notes": […], "tables": {"summary":
+[…], "scaling": […]}}``); :func:`read_result` reads that JSON back, so a report can show a what-if computed earlier
 (``DATASET/whatif.json``) without recomputing it.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,23 +44,6 @@ class WhatifResult:
     meta: dict[str, Any]
     scaling: pd.DataFrame | None = None
 
-    def document(self) -> dict[str, Any]:
-        """The JSON document (``promcp whatif --format json``): meta keys, ``summary`` rows, ``scaling`` rows."""
-        doc: dict[str, Any] = {**self.meta, "summary": _records(self.summary)}
-        if self.scaling is not None:
-            doc["scaling"] = _records(self.scaling)
-        return doc
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _clean(v) for k, v in r.items()} for r in frame.to_dict(orient="records")]
-
 
 def whatif_dataset(
     path: str | Path,
@@ -71,15 +54,22 @@ def whatif_dataset(
     strategies: Sequence[str] | None = None,
     tokenizer: str | None = None,
     with_scaling: bool = False,
+    runs: Sequence[str] | None = None,
+    latest: int = 0,
+    tasks: Sequence[str] | None = None,
 ) -> WhatifResult:
     """Evaluate every recorded LLM call of the dataset ``path`` under each strategy (``promcp whatif DATASET``).
 
     With ``with_scaling`` the dataset's own tool definitions (captured schema texts) are also routed at growing
-    catalog sizes (:func:`~promcp.analysis.whatif.scaling`), under the first recorded tokenizer.
+    catalog sizes (:func:`~promcp.analysis.whatif.scaling`), under the first recorded tokenizer. ``runs``,
+    ``latest`` and ``tasks`` narrow the dataset as :func:`promcp.analysis.report` does (``promcp report --html
+    --whatif`` passes its selection), and are recorded in the result's meta.
     """
     from promcp.analysis import load, load_content
 
     events = load(path)
+    if runs or latest or tasks:
+        events = _selected(path, events, runs=runs, latest=latest, tasks=tasks)
     content = load_content(path)
     model = None
 
@@ -102,14 +92,19 @@ def whatif_dataset(
     )
     turns = res.turns
     tokenizers = sorted(set(turns["tokenizer"])) if len(turns) else []
+    full = turns[turns["strategy"] == "full"] if len(turns) else turns
     meta: dict[str, Any] = {
         "source": str(path),
         "k": k,
         "scorer": scorer,
         "mode": "dataset",
-        "llm_calls": int((turns["strategy"] == "full").sum()) if len(turns) else 0,
+        "llm_calls": len(full),
+        "zero_baseline_turns": int((full["full_tokens"] <= 0).sum()) if len(full) else 0,
         "tokenizer": ",".join(tokenizers) if tokenizers else tokenizer,
         "skipped": res.skipped,
+    }
+    meta |= {
+        k: v for k, v in (("runs", list(runs or [])), ("latest", latest), ("tasks", list(tasks or []))) if v
     }
     summary = summarize(turns, order=list(dict.fromkeys(["full", *wanted]))) if len(turns) else None
     curve = None
@@ -124,6 +119,25 @@ def whatif_dataset(
     )
 
 
+def _selected(
+    path: str | Path,
+    events: pd.DataFrame,
+    *,
+    runs: Sequence[str] | None,
+    latest: int,
+    tasks: Sequence[str] | None,
+) -> pd.DataFrame:
+    """The loaded events of the runs and tasks :func:`promcp.analysis.engine.select` picks (one selection rule)."""
+    from promcp.analysis.engine import IMPLICIT_TASK, query, select
+
+    chosen = query("SELECT DISTINCT run_id FROM ev", select(path, runs=runs, latest=latest))
+    keep = events["run_id"].astype(str).isin(set(chosen["run_id"]))
+    if tasks:
+        task = events["task_id"].astype("string").fillna(IMPLICIT_TASK)
+        keep &= (events["stage"].astype(str) == "INIT") | task.isin(list(tasks))
+    return events[keep.to_numpy()].reset_index(drop=True)
+
+
 def read_result(path: str | Path) -> WhatifResult:
     """A saved ``promcp whatif --format json`` document; :class:`~promcp.errors.ConfigError` naming the file when
     it is not one."""
@@ -134,18 +148,19 @@ def read_result(path: str | Path) -> WhatifResult:
         raise ConfigError(f"cannot read what-if result: {exc.strerror or exc}", source=str(p)) from None
     except ValueError as exc:
         raise ConfigError(f"not a JSON what-if result: {exc}", source=str(p)) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("summary"), list):
-        raise ConfigError("not a what-if result (no 'summary' list; write it with "
+    tables = doc.get("tables") if isinstance(doc, dict) else None
+    if not isinstance(tables, dict) or not isinstance(tables.get("summary"), list):
+        raise ConfigError("not a what-if result (no 'tables.summary' list; write it with "
                           "`promcp whatif … --format json`)", source=str(p))  # fmt: skip
-    rows = [r for r in doc["summary"] if isinstance(r, dict) and isinstance(r.get("strategy"), str)]
-    if len(rows) != len(doc["summary"]):
+    rows = [r for r in tables["summary"] if isinstance(r, dict) and isinstance(r.get("strategy"), str)]
+    if len(rows) != len(tables["summary"]):
         raise ConfigError("what-if summary rows need a 'strategy' name", source=str(p))
     summary = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     curve = None
-    raw = doc.get("scaling")
+    raw = tables.get("scaling")
     if isinstance(raw, list) and raw:
         frame = pd.DataFrame([r for r in raw if isinstance(r, dict)])
         if set(SCALING_COLUMNS) <= set(frame.columns):
             curve = frame[list(SCALING_COLUMNS)]
-    meta = {k: v for k, v in doc.items() if k not in ("summary", "scaling")}
+    meta = {k: v for k, v in doc.items() if k not in ("notes", "tables")}
     return WhatifResult(summary, meta, curve)

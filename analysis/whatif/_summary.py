@@ -27,7 +27,8 @@ def summarize(turns: pd.DataFrame, order: list[str] | None = None) -> pd.DataFra
     tokens this strategy's part of the call costs and the baseline's), ``expected``/``hits`` (tool calls known for
     the turn, and how many the strategy left visible), ``routing_ms``, and optionally ``task``.
 
-    * ``reduction_pct``: mean over turns of ``1 - tokens / full_tokens`` (tool-rot's "avg token reduction");
+    * ``reduction_pct``: mean over turns of ``1 - tokens / full_tokens`` (tool-rot's "avg token reduction"), over
+      the turns whose baseline has tokens (a 0-token baseline has no reduction to speak of; None if none has);
     * ``saved_total``: cumulative re-send savings, ``sum(full_tokens - tokens)`` over every call;
     * ``recall_pct``: expected tool calls left visible / expected tool calls (Recall@K for routed strategies);
       ``hidden_pct`` is its complement, the share of tool calls the strategy would have hidden from the model.
@@ -38,7 +39,8 @@ def summarize(turns: pd.DataFrame, order: list[str] | None = None) -> pd.DataFra
         g = turns[turns["strategy"] == name]
         if g.empty:
             continue
-        full = g["full_tokens"].clip(lower=1)
+        full = g["full_tokens"].astype("float64")
+        costed = full > 0
         expected = int(g["expected"].sum())
         recall = 100.0 * int(g["hits"].sum()) / expected if expected else None
         routed = g["routing_ms"] > 0
@@ -50,7 +52,9 @@ def summarize(turns: pd.DataFrame, order: list[str] | None = None) -> pd.DataFra
                 "tasks": tasks,
                 "tokens_per_turn": float(g["tokens"].mean()),
                 "full_per_turn": float(g["full_tokens"].mean()),
-                "reduction_pct": float(100.0 * (1 - g["tokens"] / full).mean()),
+                "reduction_pct": float(100.0 * (1 - g.loc[costed, "tokens"] / full[costed]).mean())
+                if costed.any()
+                else None,
                 "tokens_per_task": float(g.groupby("task")["tokens"].sum().mean()) if tasks else None,
                 "saved_total": int((g["full_tokens"] - g["tokens"]).sum()),
                 "recall_pct": recall,

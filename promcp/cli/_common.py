@@ -12,6 +12,7 @@ from types import FrameType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -55,7 +56,9 @@ def _show_warning(
     line: str | None = None,
 ) -> None:
     if issubclass(category, PromcpWarning):
-        _stderr.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+        _stderr.print(
+            f"[yellow]warning:[/] {escape(str(message))}", markup=True, highlight=False, soft_wrap=True
+        )
     else:
         _stderr.print(warnings.formatwarning(message, category, filename, lineno, line), end="", markup=False)
 
@@ -70,7 +73,8 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     try:
         return int(func(args) or 0)
     except PromcpError as exc:
-        _stderr.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+        # escaped: a location such as "[llm.model]" is text, not rich markup
+        _stderr.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         _stderr.print("[yellow]interrupted[/]: recorded events were finalized", markup=True)

@@ -16,6 +16,14 @@ from promcp.cli._common import stderr, stdout
 from promcp.errors import ConfigError
 
 KINDS = ("mcp-bench", "mcp-universe", "tool-rot", "tool-attention")
+#: ``promcp bench --help``: plain text (argparse wraps it to the terminal's width; no reST markup).
+DESCRIPTION = (
+    "promcp bench convert KIND INPUTS... -o benchmark.yaml turns public benchmark data into a promcp benchmark "
+    "file. KIND is mcp-bench (task files + --catalog, the servers' tools dump), mcp-universe (benchmark YAMLs + "
+    "--catalog, captured tools/list), tool-rot or tool-attention (a routing catalog file or directory; its "
+    "queries beside it or --queries). Every server of the output is a replay server (mode: replay). "
+    "See docs/paper-scale.md."
+)
 _QUERY_FILES = ("benchmark_queries.jsonl", "queries.jsonl", "fixtures/benchmark_queries.jsonl")
 
 
@@ -23,8 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "bench",
         help="convert public MCP benchmarks (MCP-Bench, MCP-Universe, routing fixtures) to promcp benchmark files",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION,
     )
     actions = p.add_subparsers(dest="action", required=True)
     c = actions.add_parser("convert", help="write a benchmark file whose servers replay recorded catalogs")

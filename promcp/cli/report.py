@@ -1,25 +1,56 @@
-"""``promcp report DIR``: the attribution tables of a dataset (finalizing leftover journals first)."""
+"""``promcp report DIR``: the attribution tables of a dataset, of some of its runs or tasks (docs/report.md)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from promcp.analysis.render import FORMATS, to_csv, to_json, to_markdown, to_rich
-from promcp.analysis.report import SECTIONS, report
+from promcp.analysis.report import DEFAULT_SECTIONS, SECTIONS, report
+from promcp.analysis.views import RENDERERS, get_renderer
+from promcp.analysis.views.report import report_document
 from promcp.cli._common import stderr, stdout
 from promcp.errors import ConfigError
+
+
+def add_selection(p: argparse.ArgumentParser) -> None:
+    """``--run``, ``--latest``, ``--task``, ``--include-incomplete``: shared by report and diff."""
+    p.add_argument(
+        "--run",
+        action="append",
+        dest="runs",
+        metavar="ID",
+        help="only this run (repeatable; a unique prefix or the suffix after '-' is enough)",
+    )
+    p.add_argument(
+        "--latest",
+        nargs="?",
+        type=int,
+        const=1,
+        default=0,
+        metavar="N",
+        help="only the most recent run (or N runs)",
+    )
+    p.add_argument("--task", action="append", dest="tasks", metavar="ID", help="only this task (repeatable)")
+    p.add_argument(
+        "--include-incomplete",
+        action="store_true",
+        help="count failed, interrupted and unanswered tasks in the tables too (default: complete tasks only)",
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "report",
-        help="print phase attribution, latency segments, start-up and re-send tables of a dataset",
+        help="print phase attribution, latency segments, start-up, re-send, task and error tables of a dataset",
         description="Print the attribution tables of a promcp dataset (a directory written by run/import/"
-        "instrument, one run's events.parquet, or a journal). Unfinalized journals are finalized first.",
+        "instrument, one run's events.parquet, or a journal). Only complete tasks are counted; the others are "
+        "named in a note (see --include-incomplete, --errors, --section tasks).",
     )
     p.add_argument("path", help="dataset directory, run directory, events.parquet or journal file")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    p.add_argument(
+        "--format", choices=list(RENDERERS), default="table", help="output format (default: table)"
+    )
     p.add_argument(
         "--by",
         default="topology",
@@ -30,8 +61,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="append",
         choices=list(SECTIONS),
         dest="sections",
-        help="only these sections (repeatable; default: all)",
+        help=f"only these sections (repeatable; default: {', '.join(DEFAULT_SECTIONS)})",
     )
+    p.add_argument("--errors", action="store_true", help="also list every event that failed, with its reason")
+    add_selection(p)
     p.add_argument(
         "--table",
         default="phases",
@@ -48,8 +81,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--html",
         metavar="OUT.html",
         default=None,
-        help="write a self-contained HTML report (charts, task timelines, context fill, schema weight) to "
-        "OUT.html instead of printing the tables; prints the page's path",
+        help="write a self-contained HTML report (the tables, task timelines, context fill, schema weight) to "
+        "OUT.html instead of printing the tables, over the same selection (--run/--latest/--task/"
+        "--include-incomplete/--section); prints the page's path. --format html writes it to stdout",
     )
     p.add_argument(
         "--whatif",
@@ -68,47 +102,76 @@ _COMPUTE = "\0compute"
 
 def _run(args: argparse.Namespace) -> int:
     by = [c.strip() for c in args.by.split(",") if c.strip()]
-    if args.whatif is not None and args.html is None:
-        raise ConfigError("draws into the HTML page: add --html OUT.html", source="--whatif")
-    if args.html is not None:
-        return _write_html(args, by)
     tokenizer_names = [t.strip() for t in args.tokenizers.split(",") if t.strip()]
+    page = args.html is not None or args.format == "html"
+    if args.whatif is not None and not page:
+        raise ConfigError("draws into the HTML page: add --html OUT.html", source="--whatif")
+    if args.html is not None and args.format not in ("table", "html"):
+        raise ConfigError(
+            f"--html writes the page, not {args.format}: leave one of them out", source="--format"
+        )
+    if page:
+        return _write_html(args, by, tokenizer_names)
     sections = args.sections
     if args.format == "csv":
         sections = [args.table]
-    try:
-        rep = report(args.path, by=by, sections=sections, tokenizers=tokenizer_names, resend_top=args.top)
-    except KeyError as exc:
-        raise ConfigError(f"--by: {exc.args[0]}", source="--by") from None
+    elif args.errors:
+        sections = [*(sections or DEFAULT_SECTIONS), "errors"]
+    rep = report(
+        args.path,
+        by=by,
+        sections=sections,
+        tokenizers=tokenizer_names,
+        resend_top=args.top,
+        runs=args.runs,
+        latest=args.latest,
+        tasks=args.tasks,
+        include_incomplete=args.include_incomplete,
+    )
+    doc = report_document(rep)
     if args.format == "table":
-        to_rich(rep, by, stdout())
-    elif args.format == "markdown":
-        sys.stdout.write(to_markdown(rep, by))
-    elif args.format == "json":
-        sys.stdout.write(to_json(rep) + "\n")
+        get_renderer("table", console=stdout()).write(doc, sys.stdout)
+    elif args.format == "csv":
+        get_renderer("csv", table=args.table).write(doc, sys.stdout)
     else:
-        sys.stdout.write(to_csv(rep, args.table))
+        get_renderer(args.format).write(doc, sys.stdout)
     return 0
 
 
-def _write_html(args: argparse.Namespace, by: list[str]) -> int:
-    from promcp.analysis.views.html import write_html
+def _write_html(args: argparse.Namespace, by: list[str], tokenizers: list[str]) -> int:
+    """The HTML page (``--html OUT``, or ``--format html`` to stdout), over the same selection as the tables."""
+    from promcp.analysis.views.html import page_data, render, write_html
 
     whatif = None
     if args.whatif == _COMPUTE:
         from promcp.analysis.whatif import whatif_dataset
 
         with stderr().status("what-if: routing every recorded LLM call under each strategy"):
-            whatif = whatif_dataset(args.path, with_scaling=True)
+            whatif = whatif_dataset(
+                args.path, with_scaling=True, runs=args.runs, latest=args.latest, tasks=args.tasks
+            )
     elif args.whatif is not None:
         from promcp.analysis.whatif import read_result
 
         whatif = read_result(args.whatif)
+    options: dict[str, Any] = {
+        "by": by,
+        "sections": args.sections,
+        "runs": args.runs,
+        "latest": args.latest,
+        "tasks": args.tasks,
+        "include_incomplete": args.include_incomplete,
+        "tokenizers": tokenizers,
+        "resend_top": args.top,
+    }
     with stderr().status("writing the HTML report"):
-        try:
-            out = write_html(args.path, args.html, by=by, whatif=whatif)
-        except KeyError as exc:
-            raise ConfigError(str(exc.args[0]), source="--by") from None
+        if args.html is None:
+            text = render(page_data(args.path, whatif=whatif, **options))
+        else:
+            out = write_html(args.path, args.html, whatif=whatif, **options)
+    if args.html is None:
+        sys.stdout.write(text)
+        return 0
     size = out.stat().st_size
     stdout().print(f"wrote {out} ({size / 2**20:.1f} MiB)", highlight=False, soft_wrap=True)
     return 0

@@ -1,8 +1,8 @@
 """``promcp run BENCHMARK.yaml``: run the benchmark's tasks with the promcp host and record every stage.
 
 Exit status: 0 when the run completed (individual tasks may have failed: they are recorded as events and listed in
-the summary), 2 for a usage/config error or when no task could run at all, 130 after Ctrl-C/SIGTERM (the events
-recorded so far are finalized into the dataset first).
+the summary with their reason), 1 when ``--check`` found a problem, 2 for a usage/config error or when no task
+could run at all, 130 after Ctrl-C/SIGTERM (the events recorded so far are finalized into the dataset first).
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from rich.live import Live
-from rich.table import Table
-
 from promcp.cli._common import stderr, stdout
 from promcp.errors import ConfigError
 from promcp.events import Topology
 from promcp.recorder import Recorder, new_run_id
+
+#: Where ``promcp run`` writes unless ``--out`` says otherwise (the shipped example lives in examples/).
+DEFAULT_OUT = Path("traces")
+#: Backends that run the model on this machine: their runs are ``l-cust``.
+LOCAL_BACKENDS = frozenset({"llama-cpp", "ollama"})
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,10 +36,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--topology",
         choices=[Topology.L_CUST.value, Topology.C_CUST.value],
-        default=Topology.L_CUST.value,
-        help="l-cust (local LLM) or c-cust (cloud LLM API); default l-cust",
+        default=None,
+        help="l-cust (local LLM) or c-cust (cloud LLM API); default: l-cust for llama-cpp and ollama, "
+        "c-cust for openai and anthropic",
     )
-    p.add_argument("--out", type=Path, default=Path("traces"), help="dataset directory (default: traces/)")
+    p.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"dataset directory (default: {DEFAULT_OUT}/)"
+    )
     p.add_argument(
         "--task", action="append", dest="tasks", metavar="ID", help="run only this task (repeatable)"
     )
@@ -50,31 +55,83 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--dry-run", action="store_true", help="validate the file and start/stop the servers only (no LLM)"
     )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="first check loopback, node, servers, model, API key and endpoint (as promcp doctor); stop if one fails",
+    )
     p.set_defaults(func=_run)
+
+
+def backend_name(bench: Any, args: argparse.Namespace) -> str:
+    return str(args.backend or bench.llm.backend)
+
+
+def topology_for(backend: str, requested: str | None) -> str:
+    """The run's topology: as requested, else from the backend; refuses a cloud topology for the embedded model."""
+    if requested == Topology.C_CUST.value and backend == "llama-cpp":
+        raise ConfigError(
+            "the llama-cpp backend runs the model in this process: that is l-cust (--topology l-cust); "
+            "c-cust needs a cloud API backend (--backend openai or anthropic)",
+            source="--topology",
+        )
+    if requested:
+        return requested
+    return Topology.L_CUST.value if backend in LOCAL_BACKENDS else Topology.C_CUST.value
+
+
+def model_option(backend: str, model: str | None) -> str | None:
+    """``--model`` as the backend wants it; a hint when the name belongs to another backend."""
+    if model is None:
+        return None
+    if model.endswith(".gguf"):
+        return str(Path(model).expanduser().resolve())
+    if backend == "llama-cpp" and not Path(model).expanduser().is_file():
+        hint = (
+            f"{model!r} looks like an Ollama model name: add --backend ollama (Ollama serving it on this machine)"
+            if ":" in model
+            else f"{model!r} is neither a .gguf file nor a file here: give a GGUF path, or a network backend "
+            "(--backend ollama|openai|anthropic) that serves this model"
+        )
+        raise ConfigError(f"the llama-cpp backend loads a GGUF file; {hint}", source="--model")
+    return model
 
 
 def _backend(bench: Any, args: argparse.Namespace) -> Any:
     from promcp.host.llm.base import get_backend
 
-    llm = bench.llm
-    opts = llm.backend_opts()
-    name = args.backend or llm.backend
-    if args.backend and args.backend != llm.backend:
+    opts = bench.llm.backend_opts()
+    name = backend_name(bench, args)
+    if args.backend and args.backend != bench.llm.backend:
         opts.pop("model", None)  # the file's model belongs to the file's backend
         opts.pop("tokenizer", None)
-    if args.model:
-        model = args.model
-        if model.endswith(".gguf"):
-            model = str(Path(model).expanduser().resolve())
+    model = model_option(name, args.model)
+    if model:
         opts["model"] = model
     if args.base_url:
         opts["base_url"] = args.base_url
     return get_backend(name, **opts)
 
 
+def _check(bench: Any, args: argparse.Namespace) -> bool:
+    from promcp.cli.doctor import print_checks
+    from promcp.host.doctor import run_checks
+
+    checks = run_checks(
+        args.benchmark,
+        args.tasks,
+        backend=args.backend,
+        model=model_option(backend_name(bench, args), args.model),
+        base_url=args.base_url,
+        servers=not args.dry_run,
+    )
+    return print_checks(checks, stderr())
+
+
 def _run(args: argparse.Namespace) -> int:
+    from promcp.analysis.views import TaskProgress
     from promcp.host import config
-    from promcp.host.runner import prepare_workspace, run_benchmark
+    from promcp.host.runner import DryBackend, prepare_workspace, run_benchmark
 
     err = stderr()
     run_id = new_run_id()
@@ -84,16 +141,16 @@ def _run(args: argparse.Namespace) -> int:
     tasks = bench.select(args.tasks, args.limit)
     if not tasks:
         raise ConfigError("no task selected", source=args.benchmark, key="--task/--limit")
-    backend: Any = None
-    if not args.dry_run:
+    topology = topology_for(backend_name(bench, args), args.topology)
+    if args.check and not _check(bench, args):
+        err.print("[red]check failed[/]: nothing was run (promcp doctor repeats the checks)")
+        return 1
+    backend: Any
+    if args.dry_run:  # dry runs need only a tokenizer for the tools/list footprint
+        backend = DryBackend(bench)
+    else:
         with err.status("loading the LLM backend…"):
             backend = _backend(bench, args)
-    else:
-        from promcp.host.llm.base import get_backend
-
-        # dry runs need only a tokenizer for the tools/list footprint: a cheap stand-in for the real backend
-        backend = _DryBackend(bench)
-        _ = get_backend  # (the real backend is not loaded)
     prepare_workspace(bench, workspace)
     meta = {
         "benchmark_file": str(args.benchmark),
@@ -102,11 +159,9 @@ def _run(args: argparse.Namespace) -> int:
         "tasks": [t.id for t in tasks],
         "dry_run": bool(args.dry_run),
     }
-    view = _View(len(tasks))
-    with Recorder(out, topology=args.topology, run_id=run_id, benchmark=bench.name, meta=meta) as rec:
+    with Recorder(out, topology=topology, run_id=run_id, benchmark=bench.name, meta=meta) as rec:
         try:
-            with Live(view.render(), console=err, refresh_per_second=4, transient=True) as live:
-                view.live = live
+            with TaskProgress(err, len(tasks)) as view:
                 result = asyncio.run(
                     run_benchmark(
                         bench,
@@ -126,62 +181,7 @@ def _run(args: argparse.Namespace) -> int:
     path = rec.result_path
     if args.dry_run:
         return _dry_summary(result, path)
-    return _summary(result, path, args.topology)
-
-
-class _DryBackend:
-    """Tokenizer-only stand-in for dry runs (renders and counts tool schemas like the default backend would)."""
-
-    name = "dry-run"
-    model = None
-
-    def __init__(self, bench: Any) -> None:
-        from promcp import tokenizers
-        from promcp.host.llm.base import LLMBackend
-
-        self.tokenizer = tokenizers.get(bench.llm.tokenizer or "o200k_base")
-        self.render_tool = lambda spec: LLMBackend.render_tool(self, spec)  # type: ignore[arg-type]
-
-    async def aclose(self) -> None:
-        return None
-
-
-class _View:
-    """The live progress display: tasks done, current task, round and stage."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = 0
-        self.ok = 0
-        self.task = "-"
-        self.round: int | None = None
-        self.stage = "starting"
-        self.live: Live | None = None
-
-    def update(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "task_start":
-            self.task, self.round, self.stage = data["task"], None, "start"
-        elif kind == "task_end":
-            self.done += 1
-            self.ok += data["result"].status == "ok"
-        elif kind == "stage":
-            self.task = data.get("task", self.task)
-            self.round = data.get("round", self.round)
-            self.stage = data["stage"]
-        elif kind == "status":
-            self.stage = data["message"]
-        if self.live is not None:
-            self.live.update(self.render())
-
-    def render(self) -> Table:
-        t = Table.grid(padding=(0, 2))
-        t.add_row(
-            f"[bold]tasks[/] {self.done}/{self.total} ({self.ok} answered)",
-            f"[bold]task[/] {self.task}",
-            f"[bold]round[/] {self.round or '-'}",
-            f"[bold]stage[/] {self.stage}",
-        )
-        return t
+    return _summary(result, path)
 
 
 def _dry_summary(result: Any, path: Path | None) -> int:
@@ -189,49 +189,68 @@ def _dry_summary(result: Any, path: Path | None) -> int:
     for s in result.servers_started:
         con.print(f"[green]ok[/]     {s}")
     for name, e in result.server_errors.items():
-        con.print(f"[red]failed[/] {name}: {e}")
+        con.print(f"[red]failed[/] {name}: {e}", markup=True, highlight=False)
     con.print(
-        f"dry run: file valid, {len(result.servers_started)} server(s) started and stopped; events: {path}"
+        f"dry run: file valid, {len(result.servers_started)} server(s) started and stopped; events: {path}",
+        soft_wrap=True,
     )
     return 2 if result.server_errors and not result.servers_started else 0
 
 
-def _summary(result: Any, path: Path | None, topology: str) -> int:
-    con = stdout()
-    table = Table(title="tasks", show_lines=False)
-    for col in ("task", "status", "rounds", "tools called", "expected", "wall s"):
-        table.add_column(col, justify="right" if col in ("rounds", "wall s") else "left")
-    for r in result.tasks:
-        expected = "—" if r.expected_hit is None else ("yes" if r.expected_hit else "no")
-        table.add_row(
-            r.task_id,
-            r.status if r.status == "ok" else f"[yellow]{r.status}[/]",
-            str(r.rounds),
-            ", ".join(r.tools_called) or "—",
-            expected,
-            f"{r.wall_ms / 1000:.1f}",
-        )
-    con.print(table)
-    if path is not None and result.tasks:
-        try:
-            from promcp.analysis.render import to_rich
-            from promcp.analysis.report import report
+def _tasks_table(result: Any) -> Any:
+    from promcp.analysis.views import Column, Table
 
-            rep = report(path, by=["topology"], sections=["phases"])
-            to_rich(rep, ["topology"], con)
+    rows = [
+        {
+            "task": r.task_id,
+            "status": r.status,
+            "rounds": r.rounds,
+            "tools": ", ".join(r.tools_called) or "—",
+            "expected": None if r.expected_hit is None else ("yes" if r.expected_hit else "no"),
+            "wall_s": r.wall_ms / 1000,
+            "error": r.error,
+        }
+        for r in result.tasks
+    ]
+    cols = [
+        Column("task"),
+        Column("status"),
+        Column("rounds", kind="number"),
+        Column("tools", "tools called"),
+        Column("expected"),
+        Column("wall_s", "wall s", "number", 1),
+    ]
+    if any(r.error for r in result.tasks):
+        cols.append(Column("error"))
+    return Table("tasks", "tasks", cols, rows)
+
+
+def _summary(result: Any, path: Path | None) -> int:
+    """The tasks (with the reason of every failure), then the phase tables of the run and their notes."""
+    import sys
+
+    from promcp.analysis.views import Document, get_renderer
+
+    con = stdout()
+    renderer = get_renderer("table", console=con)
+    renderer.write(Document("", tables=[_tasks_table(result)]), sys.stdout)
+    if path is not None and result.tasks:
+        from promcp.analysis.report import report
+        from promcp.analysis.views.report import report_document
+
+        try:
+            doc = report_document(report(path, by=["topology"], sections=["phases"]))
         except Exception as exc:  # the summary must not hide the dataset path
-            con.print(f"[yellow]phase table unavailable: {exc}[/]")
+            con.print(f"phase table unavailable: {exc}", markup=False, soft_wrap=True)
+        else:
+            renderer.write(doc, sys.stdout)
     overheads = [r.overhead_ms / max(r.rounds, 1) for r in result.tasks if r.rounds]
     answered = sum(r.status == "ok" for r in result.tasks)
-    con.print(
-        f"{answered}/{len(result.tasks)} tasks answered in {result.wall_s:.1f} s"
-        + (
-            f"; harness overhead per round (median) {statistics.median(overheads):.1f} ms"
-            if overheads
-            else ""
-        )
-    )
-    con.print(f"events: {path}")
+    line = f"{answered}/{len(result.tasks)} tasks answered in {result.wall_s:.1f} s"
+    if overheads:
+        line += f"; harness overhead per round (median) {statistics.median(overheads):.1f} ms"
+    con.print(line, highlight=False, soft_wrap=True)
+    con.print(f"events: {path}", highlight=False, soft_wrap=True, markup=False)
     if result.tasks and all(r.status == "error" for r in result.tasks):
         return 2
     return 0

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from rich.table import Table
 
 from promcp.cli._common import stderr, stdout
 from promcp.errors import ConfigError, NotATraceError
@@ -19,6 +15,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from promcp.analysis.views import RENDERERS
     from promcp.analysis.whatif import SCORERS, STRATEGIES
 
     p = sub.add_parser(
@@ -47,7 +44,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="tokenizer name (default: each recorded call's own; cl100k_base for catalogs)",
     )
     p.add_argument("--queries", default=None, help="JSONL queries for a catalog (default: the one beside it)")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    p.add_argument(
+        "--format", choices=list(RENDERERS), default="table", help="output format (default: table)"
+    )
     p.add_argument(
         "--plot",
         default=None,
@@ -157,55 +156,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _emit(result: WhatifResult, fmt: str) -> None:
-    summary, meta = result.summary, result.meta
-    if fmt == "json":
-        sys.stdout.write(json.dumps(result.document(), indent=2, default=str) + "\n")
-        return
-    if fmt == "csv":
-        sys.stdout.write(summary.to_csv(index=False))
-        return
-    title = f"what-if ({meta['mode']}, {meta['tokenizer']}, k={meta['k']}, scorer={meta['scorer']})"
-    table = Table(title=title, title_justify="left")
-    cols = [
-        "strategy",
-        "turns",
-        "tokens_per_turn",
-        "reduction_pct",
-        "tokens_per_task",
-        "saved_total",
-        "recall_pct",
-        "hidden_pct",
-        "routing_ms_mean",
-        "routing_ms_p95",
-    ]
-    heads = [
-        "strategy",
-        "turns",
-        "tok/turn",
-        "cut %",
-        "tok/task",
-        "saved",
-        "recall %",
-        "hidden %",
-        "route ms",
-        "p95 ms",
-    ]
-    for c, h in zip(cols, heads, strict=True):
-        table.add_column(h, justify="left" if c == "strategy" else "right", no_wrap=True)
-    for r in summary.to_dict(orient="records"):
-        table.add_row(*(_fmt(r.get(c)) for c in cols))
-    stdout().print(table)
-    extra = {
-        k: v
-        for k, v in meta.items()
-        if k in ("n_tools", "queries", "queries_file", "llm_calls", "skipped") and v
-    }
-    stdout().print(" · ".join(f"{k}: {v}" for k, v in extra.items()))
+    from promcp.analysis.views import get_renderer
+    from promcp.analysis.views.whatif import whatif_document
 
-
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.1f}" if abs(value) < 1e5 else f"{value:,.0f}"
-    return f"{value:,}" if isinstance(value, int) else str(value)
+    options: dict[str, Any] = {"console": stdout()} if fmt == "table" else {}
+    get_renderer(fmt, **options).write(whatif_document(result), sys.stdout)

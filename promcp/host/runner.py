@@ -70,6 +70,23 @@ def prepare_workspace(bench: Benchmark, workspace: Path) -> None:
             subprocess.run(argv, cwd=repo, env=env, check=True, capture_output=True)
 
 
+class DryBackend:
+    """Tokenizer-only stand-in for dry runs and ``promcp doctor``: renders and counts tool schemas like the
+    default backend would, loads no model."""
+
+    name = "dry-run"
+    model = None
+
+    def __init__(self, bench: Benchmark) -> None:
+        from promcp import tokenizers
+
+        self.tokenizer = tokenizers.get(bench.llm.tokenizer or "o200k_base")
+        self.render_tool = lambda spec: LLMBackend.render_tool(self, spec)  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        return None
+
+
 def make_pool(
     bench: Benchmark,
     *,
@@ -163,21 +180,56 @@ async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: 
     start = Clock.now()
     try:
         async with asyncio.timeout(timeout_s):
-            return await agent.run(task)
+            result = await agent.run(task)
     except TimeoutError:
-        end = Clock.now()
-        with scope(task_id=task.id):
-            recorder.emit(
-                Event(
-                    stage=Stage.S6,
-                    status=Status.TIMEOUT,
-                    error_type="task_timeout",
-                    t_start_ns=start.wall_ns,
-                    t_end_ns=end.wall_ns,
-                    timing_quality=TimingQuality.NONE,
-                    attrs={"timeout_s": timeout_s},
-                )
-            )
+        _task_failure(
+            recorder, task, start, Stage.S6, Status.TIMEOUT, "task_timeout", attrs={"timeout_s": timeout_s}
+        )
         return TaskResult(
-            task.id, status="timeout", error=f"task exceeded {timeout_s:g} s", wall_ms=start.ms_to(end)
+            task.id,
+            status="timeout",
+            error=f"task exceeded {timeout_s:g} s",
+            wall_ms=start.ms_to(Clock.now()),
+        )
+    if result.status == "error" and result.rounds == 0:
+        # it failed before its first LLM call (a server it needs did not start): one S1 event with the reason, so
+        # the dataset lists the task and why it has no numbers (docs/events.md)
+        _task_failure(
+            recorder,
+            task,
+            start,
+            Stage.S1,
+            Status.ERROR,
+            "task_not_started",
+            attrs={"servers": list(task.servers)},
+            resp_preview=result.error,
+        )
+    return result
+
+
+def _task_failure(
+    recorder: Recorder,
+    task: TaskConfig,
+    start: Clock,
+    stage: Stage,
+    status: Status,
+    error_type: str,
+    *,
+    attrs: dict[str, Any],
+    resp_preview: str | None = None,
+) -> None:
+    """A failure of the task as a whole (not of one call): one event of ``stage`` without tokens or timing."""
+    end = Clock.now()
+    with scope(task_id=task.id, round=1 if stage is Stage.S1 else None):
+        recorder.emit(
+            Event(
+                stage=stage,
+                status=status,
+                error_type=error_type,
+                t_start_ns=start.wall_ns,
+                t_end_ns=end.wall_ns,
+                timing_quality=TimingQuality.NONE,
+                resp_preview=resp_preview,
+                attrs=attrs,
+            )
         )

@@ -10,7 +10,7 @@ name                        what                                                
 ``o200k_base``              tiktoken encoding (GPT-4o, GPT-4.1, GPT-5, o-series); same source   ``tokenizer``
 ``gguf:<path>``             a GGUF model's own vocabulary via llama.cpp (``vocab_only=True``)   ``tokenizer``
 ``hf:<path>``               a ``tokenizer.json`` file, or a Hugging Face directory              ``tokenizer``
-``approx:claude``           labelled approximation for Claude (no public tokenizer exists)      ``approx``
+``approx:claude``           labelled approximation for Claude: ``cl100k_base × 1.0``            ``approx``
 ==========================  ==================================================================  ==============
 
 :func:`for_model` maps a model name (``gpt-4o``, ``claude-sonnet-4``, a ``.gguf`` path, …) to one of these.
@@ -31,6 +31,7 @@ __all__ = [
     "CachedTokenizer",
     "available",
     "count",
+    "describe",
     "for_model",
     "get",
     "register",
@@ -83,6 +84,13 @@ def get(name: str) -> CachedTokenizer:
         # a second spelling (e.g. a relative gguf path) resolving to the same label shares one cache
         _INSTANCES.setdefault(tok.name, tok)
         return tok
+
+
+def describe(name: str) -> str | None:
+    """What an approximation label stands for (``approx:claude`` → ``cl100k_base × 1.0``); None for exact ones."""
+    from promcp.tokenizers._approx import describe as _describe
+
+    return _describe(name)
 
 
 def count(text: str, name: str) -> int:

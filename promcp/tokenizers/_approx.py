@@ -22,6 +22,25 @@ CLAUDE_FACTOR = 1.0
 _PRESETS = {"claude": ("cl100k_base", CLAUDE_FACTOR)}
 
 
+def describe(label: str) -> str | None:
+    """What an ``approx:`` label stands for, e.g. ``approx:claude`` → ``cl100k_base × 1.0``; None otherwise.
+
+    Tables that show counts under an approximation print this beside them (nothing is loaded).
+    """
+    if not label.startswith("approx:"):
+        return None
+    spec = label.removeprefix("approx:")
+    if spec in _PRESETS:
+        base, factor = _PRESETS[spec]
+    else:
+        base, sep, factor_text = spec.partition("@")
+        try:
+            factor = float(factor_text) if sep else 1.0
+        except ValueError:
+            return None
+    return f"{base} × {factor:g}" if factor != int(factor) else f"{base} × {factor:.1f}"
+
+
 class ApproxTokenizer(BaseTokenizer):
     source = TokenSource.APPROX
 

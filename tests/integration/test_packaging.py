@@ -35,8 +35,12 @@ def test_wheel_holds_only_promcp_packages(wheel: Path) -> None:
     assert "promcp/analysis/tables.py" in names
     assert "promcp/collectors/__init__.py" in names
     assert "promcp/py.typed" in names
-    # the HTML report's style sheet and script are package data, read at run time
-    assert {"promcp/analysis/views/html/page.css", "promcp/analysis/views/html/page.js"} <= set(names)
+    # the HTML pages' style sheets and the report page's script are package data, read at run time
+    assert {
+        "promcp/analysis/views/document.css",
+        "promcp/analysis/views/html/page.css",
+        "promcp/analysis/views/html/page.js",
+    } <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "promcp = promcp.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

@@ -1,6 +1,6 @@
 """The HTML report in a real browser: Debian's headless Chromium opens each page from a file:// URL with the
 network off. No console error, no request but the page itself, the first task's waterfall has one bar per event,
-hover shows how each number was measured, and datasets from every source — a promcp run (traces/example), an
+hover shows how each number was measured, and datasets from every source — a promcp run (examples/default-run), an
 instrumented host against a real MCP server, imported exports — render; empty and untimed datasets say so instead
 of drawing a broken chart. Screenshots of every section land in $PROMCP_SCREENSHOTS (default: the test's tmp dir).
 """
@@ -18,6 +18,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 import promcp
 import promcp.analysis as pa
+from promcp.analysis.engine import IMPLICIT_TASK
 from promcp.analysis.views.html import write_html
 from promcp.recorder import Recorder
 from tests.browser import Session, embedded, open_page, require_chromium
@@ -26,7 +27,7 @@ from tests.unit.test_report_html import untimed_events
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "exports"
-SECTIONS = ("summary", "timeline", "context", "schemas", "whatif")
+SECTIONS = ("summary", "tasks", "timeline", "context", "schemas", "whatif")
 BARS = "#chart-waterfall g.mark-rect.role-mark.bars_marks path"
 
 pytestmark = pytest.mark.servers
@@ -74,7 +75,7 @@ def _first_task_events(dataset: Path) -> tuple[str, int]:
 
 
 def test_example_report(tmp_path: Path) -> None:
-    dataset = REPO / "traces" / "example"
+    dataset = REPO / "examples" / "default-run"
     page = write_html(dataset, tmp_path / "example.html")
     task, n_events = _first_task_events(dataset)
     with open_page(page) as s:
@@ -111,7 +112,7 @@ def test_example_report(tmp_path: Path) -> None:
 
 
 def test_example_without_scripts(tmp_path: Path) -> None:
-    page = write_html(REPO / "traces" / "example", tmp_path / "example.html")
+    page = write_html(REPO / "examples" / "default-run", tmp_path / "example.html")
     with open_page(page, scripts=False) as s:
         assert s.page.locator("table.data").first.is_visible()  # the summary tables need no script
         assert (
@@ -145,7 +146,7 @@ def test_instrumented_dataset(tmp_path: Path) -> None:
     page = write_html(out, tmp_path / "instrumented.html")
     data = embedded(page)
     tasks = {r[data["tasks"]["columns"].index("task")] for r in data["tasks"]["data"]}
-    assert tasks == {"instrumented-1", "(no task)"}
+    assert tasks == {"instrumented-1", IMPLICIT_TASK}  # the call outside any task: the run's implicit task
     with open_page(page) as s:
         _ready(s)
         _clean(s, page)

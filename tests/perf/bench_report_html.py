@@ -23,14 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
+from promcp.analysis.views import Column, Document, Table, get_renderer  # noqa: E402
 from tests import synth  # noqa: E402
 from tests.browser import CHROMIUM, open_page  # noqa: E402
 from tests.conftest import write_dataset  # noqa: E402
 
-EXAMPLE = ROOT / "traces" / "example"
+EXAMPLE = ROOT / "examples" / "default-run"
 
 
 def cold(dataset: Path, out: Path) -> float:
@@ -85,27 +83,49 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--screenshot", type=Path, default=None, help="write the README picture here")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the docs)")
     args = ap.parse_args()
-    console = Console()
-    table = Table(title="promcp report --html (seconds; MiB)")
-    for col in ("dataset", "events", "cold CLI s", "warm write s", "page MiB", "Chromium draw s", "errors"):
-        table.add_column(col, justify="left" if col == "dataset" else "right")
+    table = Table(
+        "bench",
+        "promcp report --html (seconds; MiB)",
+        [
+            Column("dataset"),
+            Column("events", kind="number"),
+            Column("cold", "cold CLI s", "number", 2),
+            Column("warm", "warm write s", "number", 2),
+            Column("size", "page MiB", "number", 2),
+            Column("draw", "Chromium draw s", "number", 2),
+            Column("errors", kind="number"),
+        ],
+    )
     with tempfile.TemporaryDirectory(prefix="promcp-bench-html-") as tmp:
         big = Path(tmp) / "synth"
         events = list(itertools.islice(synth.events(args.events // 7 + 1), args.events))
         write_dataset(big, events)
-        for name, dataset, n in (("traces/example (5 tasks)", EXAMPLE, 50), ("synthetic", big, len(events))):
+        for name, dataset, n in (
+            ("examples/default-run (5 tasks)", EXAMPLE, 50),
+            ("synthetic", big, len(events)),
+        ):
             page = Path(tmp) / f"{dataset.name}.html"
             t_cold = cold(dataset, page)
             t_warm = warm(dataset, page)
-            size = page.stat().st_size / 2**20
-            drawn, errors = draw(page) if CHROMIUM.is_file() else (float("nan"), -1)
-            table.add_row(
-                name, f"{n:,}", f"{t_cold:.2f}", f"{t_warm:.2f}", f"{size:.2f}", f"{drawn:.2f}", str(errors)
+            drawn, errors = draw(page) if CHROMIUM.is_file() else (None, None)
+            table.rows.append(
+                {
+                    "dataset": name,
+                    "events": n,
+                    "cold": t_cold,
+                    "warm": t_warm,
+                    "size": page.stat().st_size / 2**20,
+                    "draw": drawn,
+                    "errors": errors,
+                }
             )
             if args.screenshot and dataset == EXAMPLE:
-                console.print(f"wrote {args.screenshot} ({screenshot(page, args.screenshot) / 1024:.0f} KiB)")
-    console.print(table)
+                print(f"wrote {args.screenshot} ({screenshot(page, args.screenshot) / 1024:.0f} KiB)")
+    doc = Document("bench_report_html")
+    doc.add(table)
+    get_renderer("markdown" if args.markdown else "table").write(doc, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import promcp.analysis as pa
-from promcp.analysis.views.html import Limits, page_data, write_html
+from promcp.analysis.views.html import SUMMARY_SECTIONS, TASK_SECTIONS, Limits, page_data, write_html
 from promcp.analysis.views.html._tasks import attribute_init
 from promcp.analysis.whatif import WhatifResult, read_result
 from promcp.cli import main
@@ -29,7 +29,9 @@ from tests.browser import embedded
 from tests.conftest import write_dataset
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = "traces/example"
+EXAMPLE = "examples/default-run"
+#: promcp report flags giving the sections the page shows by default (summary, then the task section).
+PAGE_SECTIONS = [a for s in (*SUMMARY_SECTIONS, *TASK_SECTIONS) for a in ("--section", s)]
 
 
 def _promcp(*args: str) -> subprocess.CompletedProcess[str]:
@@ -96,10 +98,16 @@ def test_cli_writes_the_page_and_prints_its_path(
 
 def test_page_numbers_equal_report_json(example_page: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     out, _ = example_page
-    cli = _promcp("report", EXAMPLE, "--format", "json")
+    cli = _promcp("report", EXAMPLE, "--format", "json", *PAGE_SECTIONS)
     assert cli.returncode == 0, cli.stderr
     data = embedded(out)
-    assert data["report"] == json.loads(cli.stdout)
+    assert data["report"] == json.loads(cli.stdout)  # the same document, sections and all
+    default = _promcp("report", EXAMPLE, "--format", "json")
+    assert default.returncode == 0, default.stderr
+    for name, rows in json.loads(default.stdout)[
+        "tables"
+    ].items():  # and the default tables, number for number
+        assert data["report"]["tables"][name] == rows, name
     # the visible tables show those numbers (rounded as the terminal does)
     parser = _Tables()
     parser.feed(out.read_text(encoding="utf-8"))
@@ -107,7 +115,11 @@ def test_page_numbers_equal_report_json(example_page: tuple[Path, subprocess.Com
     tokens = {row[0]: row[1] for row in parser.tables["Tokens per task by phase — mean ± std (share %)"][1:]}
     for phase, cell in tokens.items():
         assert cell.startswith(f"{phases[phase]['tokens_mean']:,.0f} ± "), (phase, cell)
+    # the task section: every task with its outcome, and the (empty) error list
+    tasks = next(rows for title, rows in parser.tables.items() if title.startswith("Tasks: outcome"))
+    assert [r[tasks[0].index("outcome")] for r in tasks[1:]] == ["ok"] * 5
     assert data["header"]["events"] == data["report"]["events"] == 50
+    assert data["header"]["tasks"] == data["header"]["complete_tasks"] == 5
     assert data["header"]["tokenizers"] == ["gguf:SmolLM2-135M-Instruct.Q4_1.gguf"]
     assert data["header"]["dataset"] == EXAMPLE and data["whatif"] is None
 
@@ -170,7 +182,7 @@ def test_attribute_init_forward_backward_and_startup_only() -> None:
 
 def test_limits_are_applied_and_said(tmp_path: Path) -> None:
     ds = write_dataset(tmp_path / "ds", synth.events(60, seed=5, overflow_every=7))
-    page = page_data(ds, limits=Limits(tasks=10, events=10_000, tools=3))
+    page = page_data(ds, limits=Limits(tasks=10, events=10_000, tools=3, rows=12))
     assert len(page.tasks) == 10 and set(page.timeline["key"]) == set(page.tasks["key"])
     assert set(page.tasks["run_id"]) == set(pa.load(ds)["run_id"].astype(str))  # both runs get tasks
     assert any("10 of 60 tasks" in n for n in page.notes), page.notes
@@ -178,7 +190,14 @@ def test_limits_are_applied_and_said(tmp_path: Path) -> None:
     assert page.schemas[["server", "tool"]].drop_duplicates().shape[0] == 3
     # overflowing calls are flagged for the context-fill chart, and counted in the report's notes
     assert page.windows["overflow"].any()
-    assert any("context_overflow" in n for n in page.notes)
+    assert any("context_overflow" in n for n in page.report.notes)
+    # the task section is bounded too: every incomplete task first, then complete ones, and said so
+    table = next(t for t in page.report.tables if t.name == "tasks")
+    outcomes = [r["outcome"] for r in table.rows]
+    incomplete = int((pa.task_table(ds)["outcome"] != "ok").sum())
+    assert len(outcomes) == 12 and 0 < incomplete < 12
+    assert outcomes.count("ok") == 12 - incomplete and len(page.report.data["tasks"]) == 12
+    assert table.notes[-1].startswith("the page lists 12 of 60 rows (every incomplete task first)")
 
 
 def test_empty_dataset_gives_a_page(tmp_path: Path) -> None:
@@ -187,7 +206,7 @@ def test_empty_dataset_gives_a_page(tmp_path: Path) -> None:
     out = write_html(tmp_path / "empty", tmp_path / "empty.html")
     data = embedded(out)
     assert data["header"]["events"] == 0 and data["tasks"]["data"] == [] and data["timeline"]["data"] == []
-    assert "No data for this table" in out.read_text(encoding="utf-8")
+    assert '<div class="note empty">no data</div>' in out.read_text(encoding="utf-8")
 
 
 def untimed_events(n_tasks: int) -> list:
@@ -207,35 +226,74 @@ def test_dataset_without_timing(tmp_path: Path) -> None:
     assert set(page.timeline["timing_quality"]) == {"none"} and page.timeline["dur"].isna().all()
 
 
-def test_saved_whatif_result_is_drawn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_saved_whatif_result_is_drawn(tmp_path: Path) -> None:
     ds = write_dataset(tmp_path / "ds", synth.events(6, seed=2))
     (ds / "whatif.json").write_text(
         json.dumps(
             {
                 "mode": "catalog",
+                "source": "cat.json",
                 "k": 3,
-                "summary": [
-                    {"strategy": "full", "tokens_per_turn": 900.0, "reduction_pct": 0.0, "recall_pct": 100.0},
-                    {"strategy": "topk", "tokens_per_turn": 120.0, "reduction_pct": 86.7, "recall_pct": 90.0},
-                ],
-                "scaling": [
-                    {"n_tools": 10, "strategy": "full", "tokens_per_turn": 900.0},
-                    {"n_tools": 50, "strategy": "full", "tokens_per_turn": 4500.0},
-                ],
+                "scorer": "bm25",
+                "tokenizer": "cl100k_base",
+                "notes": [],
+                "tables": {
+                    "summary": [
+                        {
+                            "strategy": "full",
+                            "tokens_per_turn": 900.0,
+                            "reduction_pct": 0.0,
+                            "recall_pct": 100.0,
+                        },
+                        {
+                            "strategy": "topk",
+                            "tokens_per_turn": 120.0,
+                            "reduction_pct": 86.7,
+                            "recall_pct": 90.0,
+                        },
+                    ],
+                    "scaling": [
+                        {"n_tools": 10, "strategy": "full", "tokens_per_turn": 900.0},
+                        {"n_tools": 50, "strategy": "full", "tokens_per_turn": 4500.0},
+                    ],
+                },
             }
         )
     )
     assert isinstance(read_result(ds / "whatif.json"), WhatifResult)
     assert main(["report", str(ds), "--html", str(tmp_path / "w.html")]) == 0
     w = embedded(tmp_path / "w.html")["whatif"]
-    assert [r["strategy"] for r in w["summary"]] == ["full", "topk"] and len(w["scaling"]) == 2
-    # and `promcp whatif` still sees a dataset (not a catalog) in a folder holding whatif.json
-    capsys.readouterr()
+    assert [r["strategy"] for r in w["tables"]["summary"]] == ["full", "topk"]
+    assert len(w["tables"]["scaling"]) == 2 and w["mode"] == "catalog"
+    # the page shows the what-if document's table, formatted by the one table formatter
+    parser = _Tables()
+    parser.feed((tmp_path / "w.html").read_text(encoding="utf-8"))
+    table = parser.tables["Tokens per turn under each strategy (full = as recorded)"]
+    assert table[1][:3] == ["full", "—", "900.0"] and table[2][3] == "86.7"
+
+
+def test_whatif_json_reads_back_into_the_same_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`promcp whatif --format json` saved beside the data is what `report --html` reads: one shape, one path."""
+    ds = write_dataset(tmp_path / "ds", synth.events(6, seed=2))
     with warnings.catch_warnings():  # the CLI prints it: synth records no schema texts
         warnings.simplefilter("default", PromcpWarning)
         assert main(["whatif", str(ds), "--scorer", "bm25", "--format", "json"]) == 0
     out = capsys.readouterr()
-    assert json.loads(out.out)["mode"] == "dataset" and "left out" in out.err
+    saved = json.loads(out.out)
+    assert (
+        saved["mode"] == "dataset" and "left out" in out.err
+    )  # a dataset, not a catalog, despite whatif.json
+    assert saved["tables"]["summary"] and saved["llm_calls"] > 0
+    (ds / "whatif.json").write_text(out.out)
+    from promcp.analysis.views import get_renderer
+    from promcp.analysis.views.whatif import whatif_document
+
+    again = get_renderer("json").render(whatif_document(read_result(ds / "whatif.json")))
+    assert json.loads(again) == saved
+    page = write_html(ds, tmp_path / "p.html")
+    assert embedded(page)["whatif"] == saved
 
 
 def test_a_broken_saved_whatif_is_left_out_with_a_warning(tmp_path: Path) -> None:
@@ -254,6 +312,9 @@ def test_a_broken_saved_whatif_is_left_out_with_a_warning(tmp_path: Path) -> Non
         (["--html", "{tmp}/x.html", "--whatif", "{tmp}/bad.json"], "not a what-if result"),
         (["--html", "{tmp}/x.html", "--by", "nope"], "--by: cannot group by nope"),
         (["--html", "{tmp}/bad.json/x.html"], "cannot write the HTML report"),
+        (["--html", "{tmp}/x.html", "--format", "csv"], "--format: --html writes the page, not csv"),
+        (["--html", "{tmp}/x.html", "--run", "nope"], "--run: no run 'nope' here"),
+        (["--html", "{tmp}/x.html", "--task", "nope"], "--task: no task nope in this selection"),
     ],
 )
 def test_bad_arguments_are_one_line(
@@ -264,3 +325,73 @@ def test_bad_arguments_are_one_line(
     err = capsys.readouterr().err
     assert rc == 2 and message in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A claude.ai export: schemas not observable, one interrupted task."""
+    out = tmp_path_factory.mktemp("imported") / "traces"
+    run = _promcp("import", str(REPO / "tests/fixtures/exports/claude-ai-cases.json"), "--out", str(out))
+    assert run.returncode == 0, run.stderr
+    return out
+
+
+def test_page_counts_complete_tasks_and_names_the_others(imported: Path, tmp_path: Path) -> None:
+    out = write_html(imported, tmp_path / "imp.html")
+    data, text = embedded(out), out.read_text(encoding="utf-8")
+    assert data["header"]["tasks"] == 3 and data["header"]["complete_tasks"] == 2
+    notes = data["report"]["notes"]
+    assert any("1 of 3 task(s) are not complete" in n and "conv-cases#2 (interrupted" in n for n in notes)
+    assert "conv-cases#2 (interrupted" in text.split('<ul class="notes" id="notes">', 1)[1].split("</ul>")[0]
+    # the task section lists it with its outcome, the timeline still offers it (marked)
+    parser = _Tables()
+    parser.feed(text)
+    tasks = next(rows for title, rows in parser.tables.items() if title.startswith("Tasks: outcome"))
+    assert {r[tasks[0].index("task")]: r[tasks[0].index("outcome")] for r in tasks[1:]}["conv-cases#2"] == (
+        "interrupted"
+    )
+    index = _frame(data["tasks"]).set_index("task")
+    assert (
+        index.loc["conv-cases#2", "outcome"] == "interrupted" and index.loc["conv-cases#1", "outcome"] == "ok"
+    )
+    # "not observable" is the one missing-value rule: in the origins table, and for the context-fill chart
+    origins = next(
+        rows for title, rows in parser.tables.items() if title.startswith("LLM input tokens by origin")
+    )
+    schemas = next(r for r in origins if r[0] == "schemas")
+    assert schemas[1:4] == ["not observable"] * 3
+    assert '<td class="num missing">not observable</td>' in text
+    assert set(_frame(data["windows"])["not_observable"]) == {"schemas"}
+    # --include-incomplete counts it, in the page as in the CLI
+    every = write_html(imported, tmp_path / "all.html", include_incomplete=True)
+    cli = _promcp("report", str(imported), "--format", "json", "--include-incomplete", *PAGE_SECTIONS)
+    assert embedded(every)["report"] == json.loads(cli.stdout)
+    assert embedded(every)["report"]["tables"]["phases"] != data["report"]["tables"]["phases"]
+
+
+def test_selection_flags_apply_to_the_page(tmp_path: Path) -> None:
+    ds = write_dataset(tmp_path / "ds", synth.events(4, seed=9))
+    runs = sorted(pa.load(ds)["run_id"].astype(str).unique())
+    assert len(runs) == 2
+    out = tmp_path / "one.html"
+    assert main(["report", str(ds), "--html", str(out), "--run", runs[1], "--task", "t000002"]) == 0
+    data = embedded(out)
+    cli = _promcp(
+        "report", str(ds), "--format", "json", "--run", runs[1], "--task", "t000002", *PAGE_SECTIONS
+    )
+    assert data["report"] == json.loads(cli.stdout)
+    assert data["header"]["runs"] == 1 and data["header"]["tasks"] == 1
+    assert data["header"]["selection"] == {"runs": [runs[1]], "tasks": ["t000002"]}
+    assert set(_frame(data["runs"])["run_id"]) == {runs[1]}
+    assert set(_frame(data["tasks"])["task"]) == {"t000002"}
+    assert set(_frame(data["schemas"])["run_id"]) <= {runs[1]}
+
+
+def test_format_html_writes_the_page_to_stdout(tmp_path: Path) -> None:
+    run = _promcp("report", EXAMPLE, "--format", "html", "--latest")
+    assert run.returncode == 0, run.stderr
+    page = tmp_path / "stdout.html"
+    page.write_text(run.stdout, encoding="utf-8")
+    data = embedded(page)
+    assert data["header"]["selection"] == {"latest": 1} and data["report"]["tasks"] == 5
+    assert run.stdout.startswith("<!doctype html>") and 'id="chart-waterfall"' in run.stdout

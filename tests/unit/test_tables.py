@@ -26,9 +26,22 @@ def frame(dataset: Path) -> pd.DataFrame:
     return pa.load(dataset)
 
 
+def _complete(df: pd.DataFrame) -> pd.DataFrame:
+    """The events of complete tasks, by hand: a task whose last LLM event (by seq) is an S6 that ended ok."""
+    tasks = df[df["task_id"].notna()]
+    llm = tasks[tasks["stage"].astype(str).isin(["S1", "S2", "S5", "S6"])].sort_values("seq")
+    last = llm.groupby(["run_id", "task_id"], observed=True).tail(1)
+    done = last[(last["stage"].astype(str) == "S6") & (last["status"].astype(str) == "ok")]
+    keys = set(zip(done["run_id"].astype(str), done["task_id"].astype(str), strict=True))
+    mask = [
+        (r, t) in keys for r, t in zip(tasks["run_id"].astype(str), tasks["task_id"].astype(str), strict=True)
+    ]
+    return tasks[mask]
+
+
 def _hand_tokens(df: pd.DataFrame) -> pd.DataFrame:
     """Per task and phase, by hand: the rule of docs/accounting.md written as plainly as possible."""
-    rows = df[df["task_id"].notna() & (df["status"].astype(str) != "context_overflow")].copy()
+    rows = _complete(df).copy()
     stage = rows["stage"].astype(str)
     rows["phase_"] = stage.map(
         {
@@ -76,7 +89,7 @@ def test_no_token_is_counted_twice(frame: pd.DataFrame) -> None:
 
 
 def test_latency_segments_match_hand_groupby(frame: pd.DataFrame) -> None:
-    rows = frame[frame["task_id"].notna() & (frame["status"].astype(str) != "context_overflow")].copy()
+    rows = _complete(frame).copy()
     rows["stage"] = rows["stage"].astype(str)
     rows["topology"] = rows["topology"].astype(str)
     answer = rows[rows["stage"] == "S6"].set_index(["task_id", "round"]).index
@@ -99,7 +112,7 @@ def test_input_origins_sum_to_input_tokens(frame: pd.DataFrame) -> None:
     origin_sum = calls[[f"in_{o}" for o in pa.ORIGINS]].sum(axis=1)
     assert (origin_sum == calls["tokens_in"]).all()
     table = pa.input_origins(frame)
-    ok = calls[calls["status"].astype(str) != "context_overflow"]
+    ok = _complete(calls)
     for topology, part in ok.groupby(ok["topology"].astype(str)):
         shares = table.loc[table["topology"] == topology, "share"]
         assert shares.sum() == pytest.approx(100.0)
@@ -109,9 +122,8 @@ def test_input_origins_sum_to_input_tokens(frame: pd.DataFrame) -> None:
 
 def test_resend_cost_counts_every_send_after_the_first(frame: pd.DataFrame) -> None:
     table = pa.resend_cost(frame)
-    ok = frame[
-        (frame["stage"].astype(str).isin(["S1", "S5"])) & (frame["status"].astype(str) != "context_overflow")
-    ]
+    ok = _complete(frame)
+    ok = ok[ok["stage"].astype(str).isin(["S1", "S5"])]
     total_schema = int(ok["in_schemas"].sum())
     schemas = table[table["origin"] == "schemas"]
     assert schemas["tokens_total"].sum() == total_schema
@@ -199,7 +211,7 @@ def test_grouping_by_a_task_attribute_never_splits_a_task(frame: pd.DataFrame) -
     """``model`` is set on LLM events only; tool events of the same task must follow their task's model."""
     table = pa.phase_attribution(frame, by=["model"])
     assert set(table["model"]) == {"model-1", "model-2"}
-    sent = frame[frame["task_id"].notna() & (frame["status"].astype(str) != "context_overflow")]
+    sent = _complete(frame)
     assert table[table["phase"] == "total"]["tasks"].sum() == sent["task_id"].nunique()
     tool_call = table[table["phase"] == "tool_call"]
     assert (tool_call["tokens_mean"] > 0).all()
@@ -214,3 +226,13 @@ def test_llm_billed_is_context_plus_plan_plus_answer(frame: pd.DataFrame) -> Non
         assert billed["tokens_mean"] == pytest.approx(expected.mean())
         assert billed["tokens_share"] == pytest.approx(100 * expected.mean() / part["total"].mean())
     assert list(table[table["topology"] == "l-cust"]["phase"]) == [*pa.PHASES, "total", "llm_billed"]
+
+
+def test_notebook_dtypes_keep_integers_and_attrs_is_json(frame: pd.DataFrame) -> None:
+    """Counts load as nullable integers (a missing count is <NA>, not float NaN); attrs is the stored JSON text."""
+    for col in ("round", "seq", "tokens_in", "tokens_out", "footprint_tokens", "in_schemas"):
+        assert pd.api.types.is_integer_dtype(frame[col]), (col, frame[col].dtype)
+    assert frame["tokens_in"].isna().any() and frame["tokens_in"].dropna().map(type).eq(int).all()
+    init = frame[frame["phase"].astype(str) == "tools_discovery"]
+    assert all(isinstance(json.loads(a), dict) for a in init["attrs"])
+    assert frame.attrs == {}  # pandas' own metadata: not the attrs column

@@ -175,7 +175,7 @@ def test_cli_dataset_json(dataset: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["mode"] == "dataset" and out["llm_calls"] == 2
-    rows = {r["strategy"]: r for r in out["summary"]}
+    rows = {r["strategy"]: r for r in out["tables"]["summary"]}
     assert rows["topk"]["recall_pct"] == 100.0
     assert rows["topk"]["saved_total"] > 0
     assert rows["full"]["tokens_per_task"] == rows["full"]["tokens_per_turn"] * 2

@@ -1,73 +1,51 @@
 """The HTML report: one self-contained page where a reader sees the tools tax (``promcp report DATASET --html OUT``).
 
 >>> from promcp.analysis.views.html import write_html
->>> write_html("traces/example", "report.html")              # every script, style and number inline
+>>> write_html("examples/default-run", "report.html")        # every script, style and number inline
 PosixPath('report.html')
 
-Two steps with a clean seam: :func:`page_data` computes everything the page shows (a :class:`PageData`, no HTML;
-its JSON is embedded in the page as ``#promcp-data``), :func:`render` turns it into the document. Charts are
-Vega-Lite specifications built with Altair and drawn by the Vega bundle vl-convert ships, inlined; the page fetches
-nothing (its Content-Security-Policy forbids it).
+Two steps with a clean seam: :func:`page_data` computes everything the page shows (a :class:`PageData`, no HTML:
+the report's :class:`~promcp.analysis.views.base.Document` — the one ``promcp report`` prints — and the per-task
+frames the charts draw; its JSON is embedded in the page as ``#promcp-data``), :func:`render` turns it into the
+page. Every table in it is drawn by :func:`promcp.analysis.views.htmldoc.table_html`, the one HTML table formatter.
+Charts are Vega-Lite specifications built with Altair and drawn by the Vega bundle vl-convert ships, inlined; the
+page fetches nothing (its Content-Security-Policy forbids it).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-import warnings
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
-from promcp.analysis.tables import ParquetEvents
-from promcp.analysis.views.html._data import PageData, Table, page_data
+from promcp.analysis.engine import ParquetEvents
+from promcp.analysis.views.html._data import (
+    SUMMARY_SECTIONS,
+    TASK_SECTIONS,
+    PageData,
+    find_whatif,
+    page_data,
+)
 from promcp.analysis.views.html._page import render
 from promcp.analysis.views.html._tasks import Limits
-from promcp.errors import ConfigError, PromcpWarning
-
-if TYPE_CHECKING:
-    from promcp.analysis.whatif import WhatifResult
-
-
-def find_whatif(dataset: str | Path) -> WhatifResult | None:
-    """The what-if result saved in a dataset directory (``DATASET/whatif.json``), if there is one.
-
-    A saved file that is not a what-if result is left out with a :class:`~promcp.errors.PromcpWarning` naming it:
-    the rest of the page does not depend on it.
-    """
-    from promcp.analysis.whatif import RESULT_FILE, read_result
-
-    path = Path(dataset)
-    candidate = path / RESULT_FILE if path.is_dir() else None
-    if candidate is None or not candidate.is_file():
-        return None
-    try:
-        return read_result(candidate)
-    except ConfigError as exc:
-        warnings.warn(f"{exc}; the page has no what-if section", PromcpWarning, stacklevel=2)
-        return None
+from promcp.errors import ConfigError
 
 
 def write_html(
-    data: str | Path | pd.DataFrame | pa.Table | ParquetEvents,
-    out: str | Path,
-    *,
-    by: Sequence[str] = ("topology",),
-    whatif: WhatifResult | None = None,
-    limits: Limits | None = None,
+    data: str | Path | pd.DataFrame | pa.Table | ParquetEvents, out: str | Path, **options: Any
 ) -> Path:
     """Write the HTML report of a dataset to ``out`` (atomically) and return its path.
 
-    ``data`` is a dataset path (directory, run directory, ``events.parquet`` or journal) or loaded events; ``by``
-    groups the summary tables like ``promcp report --by``; ``whatif`` is a what-if result to draw (default: the
-    one saved as ``whatif.json`` in the dataset directory, if any); ``limits`` bounds the per-task detail.
+    ``data`` is a dataset path (directory, run directory, ``events.parquet`` or journal) or loaded events;
+    ``options`` are :func:`page_data`'s keywords: ``promcp report``'s selection and grouping (``by``, ``sections``,
+    ``runs``, ``latest``, ``tasks``, ``include_incomplete``, ``tokenizers``, ``resend_top``), ``whatif`` (default:
+    the result saved as ``whatif.json`` in the dataset directory, if any) and ``limits``.
     """
-    if whatif is None and isinstance(data, str | Path):
-        whatif = find_whatif(data)
-    page = page_data(data, by=by, whatif=whatif, limits=limits)
+    page = page_data(data, **options)
     text = render(page)
     target = Path(out)
     try:
@@ -87,4 +65,13 @@ def write_html(
     return target
 
 
-__all__ = ["Limits", "PageData", "Table", "find_whatif", "page_data", "render", "write_html"]
+__all__ = [
+    "SUMMARY_SECTIONS",
+    "TASK_SECTIONS",
+    "Limits",
+    "PageData",
+    "find_whatif",
+    "page_data",
+    "render",
+    "write_html",
+]

@@ -35,6 +35,7 @@ PART_COLORS: Final = (
     "#1f77b4",
     "#9467bd",
     "#2ca02c",
+    "#e7969c",
     "#dddddd",
     "#17becf",
     "#e7ba52",
@@ -217,7 +218,7 @@ def phases() -> dict[str, Any]:
     return _finish(
         alt.hconcat(
             _phase_bar("tokens", "tokens per task (mean)", ",d"),
-            _phase_bar("latency_ms", "ms per task (mean)", ",d"),
+            _phase_bar("latency_ms", "ms per task (mean)", ",~r"),  # ms may be fractions (MCP-only tasks)
         ).resolve_scale(color="shared")
     )
 

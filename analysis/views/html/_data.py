@@ -2,51 +2,55 @@
 
 :func:`page_data` is the seam between "compute" and "draw": it returns a :class:`PageData` whose
 :meth:`PageData.to_json` is embedded in the page verbatim (``<script type="application/json" id="promcp-data">``),
-so a test or a script can read the page's numbers back. Its ``report`` member is exactly the document
-``promcp report --format json`` prints for the same dataset and grouping.
+so a test or a script can read the page's numbers back. Its tables are the report's own :class:`Document`
+(:func:`~promcp.analysis.views.report.report_document`, the one ``promcp report`` prints), so the embedded
+``report`` member is exactly what ``promcp report --format json`` prints for the same selection and sections, and
+``whatif`` what ``promcp whatif --format json`` prints.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pandas as pd
 import pyarrow as pa
 
 from promcp import __version__
-from promcp.analysis.load import scan
-from promcp.analysis.render import _fold_constant_keys, _num, _views, to_json
-from promcp.analysis.report import Report, report
-from promcp.analysis.tables import PHASES, Events, ParquetEvents
+from promcp.analysis.engine import Events, ParquetEvents, as_arrow, outcomes, select
+from promcp.analysis.report import DEFAULT_SECTIONS, Report, report
+from promcp.analysis.tables import PHASES
+from promcp.analysis.views.base import MISSING, Document
 from promcp.analysis.views.html._frames import jsonable, query
 from promcp.analysis.views.html._schemas import schema_weight
 from promcp.analysis.views.html._tasks import Limits, task_data
+from promcp.analysis.views.jsondata import JsonRenderer
+from promcp.analysis.views.report import report_document
+from promcp.analysis.views.whatif import whatif_document
+from promcp.errors import ConfigError, PromcpWarning
 
 if TYPE_CHECKING:  # not imported at run time: the what-if engine pulls in torch
     from promcp.analysis.whatif import WhatifResult
 
-
-@dataclass
-class Table:
-    """A titled table of display strings (as the terminal report prints it)."""
-
-    title: str
-    columns: list[str]
-    rows: list[list[str]]
+#: The report sections of the page's summary (``promcp report``'s default; context overflows too when any).
+SUMMARY_SECTIONS: Final = DEFAULT_SECTIONS
+#: Sections of the page's task section, always computed: every task with its outcome, every failed event.
+TASK_SECTIONS: Final = ("tasks", "errors", "overflows")
 
 
 @dataclass
 class PageData:
-    """Everything the page shows. Frames are embedded column-wise (``{"columns": […], "data": [[…], …]}``)."""
+    """Everything the page shows. ``report`` and ``whatif`` are documents (their tables are drawn by the one HTML
+    table formatter, their JSON is what ``--format json`` prints); frames are embedded column-wise
+    (``{"columns": […], "data": [[…], …]}``)."""
 
     header: dict[str, Any]
-    report: dict[str, Any]
-    summary: list[Table]
+    report: Document
     phases: pd.DataFrame
     runs: pd.DataFrame
     tasks: pd.DataFrame
@@ -54,16 +58,16 @@ class PageData:
     calls: pd.DataFrame
     windows: pd.DataFrame
     schemas: pd.DataFrame
-    whatif: dict[str, Any] | None = None
+    whatif: Document | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         """The page's data document (JSON text, safe to embed in a ``<script>`` element)."""
+        as_json = JsonRenderer()
         small = {
             "header": self.header,
-            "report": self.report,
-            "summary": [t.__dict__ for t in self.summary],
-            "whatif": self.whatif,
+            "report": json.loads(as_json.render(self.report)),
+            "whatif": None if self.whatif is None else json.loads(as_json.render(self.whatif)),
             "notes": self.notes,
         }
         frames = {
@@ -89,16 +93,20 @@ def _split_json(frame: pd.DataFrame) -> str:
     return str(frame.to_json(orient="split", index=False, double_precision=6, date_format="iso"))
 
 
-def _header(events: Events, rep: Report, dataset: str) -> dict[str, Any]:
+def _header(events: Events, rep: Report, dataset: str, selection: dict[str, Any]) -> dict[str, Any]:
     tok = query(events, "SELECT DISTINCT CAST(tokenizer AS VARCHAR) AS t FROM ev WHERE tokenizer IS NOT NULL")
     topo = query(events, "SELECT DISTINCT CAST(topology AS VARCHAR) AS t FROM ev WHERE topology IS NOT NULL")
     return {
         "dataset": dataset,
+        "selection": {k: v for k, v in selection.items() if v},
         "events": rep.events,
         "runs": rep.runs,
         "tasks": rep.tasks,
+        "complete_tasks": rep.complete,
+        "include_incomplete": rep.include_incomplete,
         "tokenizers": sorted(tok["t"]),
         "topologies": sorted(topo["t"]),
+        "missing": MISSING,
         "promcp_version": __version__,
         "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -115,15 +123,6 @@ def _runs(events: Events) -> pd.DataFrame:
                   (max(t_end_ns) - min(t_start_ns)) / 1e9 AS wall_s
            FROM ev GROUP BY 1 ORDER BY 1""",
     )
-
-
-def _summary(rep: Report, by: Sequence[str]) -> list[Table]:
-    out = []
-    for title, view in _views(rep, by):
-        title, view = _fold_constant_keys(title, view, by)
-        rows = [[v if isinstance(v, str) else _num(v) for v in row] for row in view.itertuples(index=False)]
-        out.append(Table(title, [str(c) for c in view.columns], rows))
-    return out
 
 
 def _phases(rep: Report, by: Sequence[str]) -> pd.DataFrame:
@@ -144,56 +143,128 @@ def _phases(rep: Report, by: Sequence[str]) -> pd.DataFrame:
     )
 
 
+def _with_outcomes(index: pd.DataFrame, rep: Report, events: Events) -> pd.DataFrame:
+    """The embedded tasks with their outcome and error (the report's task table; start-up groups have none)."""
+    tasks = rep.tables.get("tasks")
+    if tasks is None:
+        tasks = outcomes(events)
+    facts = tasks[["run_id", "task_id", "outcome", "error"]].rename(columns={"task_id": "task"})
+    return index.merge(facts.astype({"run_id": str, "task": str}), on=["run_id", "task"], how="left")
+
+
+def find_whatif(dataset: str | Path) -> WhatifResult | None:
+    """The what-if result saved in a dataset directory (``DATASET/whatif.json``), if there is one.
+
+    A saved file that is not a what-if result is left out with a :class:`~promcp.errors.PromcpWarning` naming it:
+    the rest of the page does not depend on it.
+    """
+    from promcp.analysis.whatif import RESULT_FILE, read_result
+
+    path = Path(dataset)
+    candidate = path / RESULT_FILE if path.is_dir() else None
+    if candidate is None or not candidate.is_file():
+        return None
+    try:
+        return read_result(candidate)
+    except ConfigError as exc:
+        warnings.warn(f"{exc}; the page has no what-if section", PromcpWarning, stacklevel=2)
+        return None
+
+
+def _cut_rows(rep: Report, limit: int) -> dict[str, int]:
+    """Bound the task section's tables to ``limit`` rows each (a large dataset has thousands of tasks); the task
+    table keeps every incomplete task first, in order. Returns the cut tables' full row counts."""
+    cut: dict[str, int] = {}
+    for name in TASK_SECTIONS:
+        frame = rep.tables.get(name)
+        if frame is None or len(frame) <= limit:
+            continue
+        cut[name] = len(frame)
+        if name == "tasks":
+            bad = frame["outcome"] != "ok"
+            keep = bad | (~bad).cumsum().le(max(0, limit - int(bad.sum())))
+            frame = frame[keep.to_numpy()]
+        rep.tables[name] = frame.head(limit).reset_index(drop=True)
+    return cut
+
+
 def page_data(
     data: str | Path | pd.DataFrame | pa.Table | ParquetEvents,
     *,
     by: Sequence[str] = ("topology",),
+    sections: Sequence[str] | None = None,
+    runs: Sequence[str] | None = None,
+    latest: int = 0,
+    tasks: Sequence[str] | None = None,
+    include_incomplete: bool = False,
+    tokenizers: Sequence[str] = (),
+    resend_top: int = 15,
     whatif: WhatifResult | None = None,
     limits: Limits | None = None,
     dataset_label: str | None = None,
 ) -> PageData:
     """Compute the page's data for a dataset path (or loaded events).
 
-    ``by`` groups the summary tables as ``promcp report --by`` does; ``whatif`` is a computed or saved what-if
-    result (:func:`promcp.analysis.whatif.whatif_dataset` / :func:`~promcp.analysis.whatif.read_result`);
-    ``limits`` bounds the per-task detail embedded (the page says when it is cut).
+    ``by``, ``runs``, ``latest``, ``tasks``, ``include_incomplete``, ``tokenizers`` and ``resend_top`` mean what
+    they mean to :func:`promcp.analysis.report` (``promcp report``'s flags): the page shows the same selection.
+    ``sections`` picks the summary tables (default: :data:`SUMMARY_SECTIONS`); the task section's tables
+    (:data:`TASK_SECTIONS`) are always there. ``whatif`` is a computed or saved what-if result
+    (:func:`promcp.analysis.whatif.whatif_dataset` / :func:`~promcp.analysis.whatif.read_result`); ``limits``
+    bounds the per-task detail embedded (the page says when it is cut).
     """
     limits = limits or Limits()
-    if isinstance(data, pd.DataFrame):
-        events: Events = pa.Table.from_pandas(data, preserve_index=False)
-    elif isinstance(data, pa.Table | ParquetEvents):
-        events = data
-    else:
-        events = scan(data)
+    if whatif is None and isinstance(data, str | Path):
+        whatif = find_whatif(data)
     label = dataset_label or (str(data) if isinstance(data, str | Path) else "(events in memory)")
-    rep = report(events, by=by)
-    notes = list(rep.notes)
-    tasks = task_data(events, limits)
-    if tasks.total > len(tasks.index):
-        shown = int(tasks.index["events"].sum())
+    wanted = list(dict.fromkeys([*(sections or SUMMARY_SECTIONS), *TASK_SECTIONS]))
+    rep = report(
+        data,
+        by=by,
+        sections=wanted,
+        tokenizers=tokenizers,
+        resend_top=resend_top,
+        runs=runs,
+        latest=latest,
+        tasks=tasks,
+        include_incomplete=include_incomplete,
+    )
+    events = select(as_arrow(data), runs=runs, latest=latest, tasks=tasks)
+    notes: list[str] = []
+    detail = task_data(events, limits)
+    if detail.total > len(detail.index):
+        shown = int(detail.index["events"].sum())
         notes.append(
-            f"Task timelines and context fill are embedded for {len(tasks.index):,} of {tasks.total:,} tasks "
-            f"({shown:,} of {tasks.events_total:,} task events; at most {limits.tasks:,} tasks and "
-            f"{limits.events:,} events, the first tasks of each run in turn). The summary tables, schema weight "
+            f"Task timelines and context fill are embedded for {len(detail.index):,} of {detail.total:,} tasks "
+            f"({shown:,} of {detail.events_total:,} task events; at most {limits.tasks:,} tasks and "
+            f"{limits.events:,} events, the first tasks of each run in turn). The tables, schema weight "
             "and what-if cover every event."
         )
-    schemas, n_tools = schema_weight(events, limits.tools)
+    schemas, n_tools = schema_weight(events, limits.tools, include_incomplete=include_incomplete)
     if n_tools > limits.tools:
         notes.append(
             f"Schema weight shows the {limits.tools} heaviest of {n_tools:,} tools (by schema tokens or re-send cost)."
         )
-    doc = json.loads(to_json(rep))
+    selection = {"runs": list(runs or []), "latest": latest, "tasks": list(tasks or [])}
+    task_index = _with_outcomes(detail.index, rep, events)
+    cut = _cut_rows(rep, limits.rows)
+    doc = report_document(rep)
+    for table in doc.tables:
+        if table.name in cut:
+            table.notes.append(
+                f"the page lists {limits.rows:,} of {cut[table.name]:,} rows"
+                + (" (every incomplete task first)" if table.name == "tasks" else "")
+                + f"; promcp report --section {table.name} lists them all"
+            )
     return PageData(
-        header=_header(events, rep, label),
+        header=_header(events, rep, label, selection),
         report=doc,
-        summary=_summary(rep, by),
         phases=_phases(rep, by),
         runs=_runs(events),
-        tasks=tasks.index,
-        timeline=tasks.timeline,
-        calls=tasks.calls,
-        windows=tasks.windows,
+        tasks=task_index,
+        timeline=detail.timeline,
+        calls=detail.calls,
+        windows=detail.windows,
         schemas=schemas,
-        whatif=None if whatif is None else jsonable(whatif.document()),
+        whatif=None if whatif is None else whatif_document(whatif),
         notes=notes,
     )

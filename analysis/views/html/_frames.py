@@ -8,26 +8,26 @@ from typing import Any
 
 import pandas as pd
 
-from promcp.analysis.tables import Events, _arrow, _ident, _query
+from promcp.analysis.engine import Events, as_arrow, ident
+from promcp.analysis.engine import query as _query
 
-#: The group a non-INIT event without a task belongs to (instrumented code outside ``promcp.scope(task_id=…)``).
-NO_TASK = "(no task)"
-#: The group of a run's start-up events when the run has no other event to attribute them to.
+#: The group of a run's start-up events when the run has no other event to attribute them to. (Task events
+#: without a task id already belong to the run's implicit task, :data:`promcp.analysis.engine.IMPLICIT_TASK`.)
 STARTUP_ONLY = "(start-up)"
 
 
 def query(events: Events, sql: str) -> pd.DataFrame:
-    """Run ``sql`` over the events (registered as the view ``ev``), as the attribution tables do."""
-    return _query(sql, _arrow(events))
+    """Run ``sql`` over the events (the engine's normalized, selected view ``ev``), as the attribution tables do."""
+    return _query(sql, as_arrow(events))
 
 
 def select_list(events: Events, columns: Sequence[str]) -> str:
     """``col, col, NULL AS col`` — columns an older file lacks come back as nulls, text as VARCHAR."""
-    present = set(_arrow(events).column_names)
+    present = set(as_arrow(events).column_names)
     out = []
     for c in columns:
-        out.append(f"CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}" if c in _TEXT and c in present else
-                   (_ident(c) if c in present else f"NULL AS {_ident(c)}"))  # fmt: skip
+        out.append(f"CAST({ident(c)} AS VARCHAR) AS {ident(c)}" if c in _TEXT and c in present else
+                   (ident(c) if c in present else f"NULL AS {ident(c)}"))  # fmt: skip
     return ", ".join(out)
 
 

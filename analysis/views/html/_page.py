@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import html
 import json
 import os
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pandas as pd
 
+from promcp.analysis.views.base import Column, Table
 from promcp.analysis.views.html._charts import specs
-from promcp.analysis.views.html._data import PageData, Table
+from promcp.analysis.views.html._data import TASK_SECTIONS, PageData
+from promcp.analysis.views.htmldoc import esc, notes_html, page_html, table_html, tables_html
 
 #: Nothing is fetched: scripts and styles are inline, images are data: URLs, no connection is allowed.
 CSP = (
@@ -26,8 +27,11 @@ CSP = (
 )
 
 SECTION_TEXT = {
-    "summary": "Phase attribution per task as <code>promcp report</code> prints it, over every run of the dataset. "
-    "Each event counts once, in one phase (docs/accounting.md).",
+    "summary": "Phase attribution per task as <code>promcp report</code> prints it, over the selected runs and "
+    "their complete tasks (the notes above name any task left out). Each event counts once, in one phase "
+    "(docs/accounting.md).",
+    "tasks": "Every task of the selection with its outcome (only <em>ok</em> tasks are counted in the summary "
+    "unless <code>--include-incomplete</code>), and every event that did not end ok, with its reason.",
     "timeline": "Every event of one task on its own clock: the session start-up it waited for (INIT per server), "
     "then S1…S6 per round. Bars are coloured by stage and labelled with the tokens the accounting counts for the "
     "event. A solid bar is measured exactly; a faint dashed bar is <em>bounded</em> (the true interval lies inside "
@@ -35,9 +39,10 @@ SECTION_TEXT = {
     "after the previous event). Hover a bar for its tokenizer, token source and timing quality; the table lists "
     "the same for every bar.",
     "context": "Every LLM call of the selected task: its input tokens stacked by origin — the tool schemas are the "
-    "red part — against the model's context window (dashed line). Calls that did not fit are marked overflow; "
-    "where the provider reported prompt caching, a second bar splits the same input into cache read, cache write "
-    "and uncached.",
+    "red part; for an import, the light red <em>unobserved</em> part is what the export could not show (the "
+    "client's system prompt and tool definitions) — against the model's context window (dashed line). Calls that "
+    "did not fit are marked overflow; where the provider reported prompt caching, a second bar splits the same "
+    "input into cache read, cache write and uncached.",
     "schemas": "What each server's tool list weighs: schema tokens of one listing, and what the schemas cost over "
     "every LLM call that re-sent them (the number at a bar's end is how many calls carried it). Faint bars marked "
     "<em>never called</em> are tools no task used — pure tax.",
@@ -105,83 +110,60 @@ def _script_safe(text: str) -> str:
     return text.replace("</script", "<\\/script").replace("<!--", "<\\!--")
 
 
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _is_num(text: str) -> bool:
-    return bool(text) and (text[0].isdigit() or (text[0] == "-" and text[1:2].isdigit()))
-
-
-def _table(t: Table) -> str:
-    if not t.rows:
-        return f'<div><h3>{_esc(t.title)}</h3><div class="note empty">No data for this table.</div></div>'
-    head = "".join(f"<th>{_esc(c)}</th>" for c in t.columns)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="num">{_esc(v)}</td>' if i and _is_num(v) else f"<td>{_esc(v)}</td>"
-            for i, v in enumerate(r)
-        )
-        + "</tr>"
-        for r in t.rows
-    )
-    return f'<div><h3>{_esc(t.title)}</h3><table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+#: The runs table of the summary: what each run is, its size and its wall time.
+RUN_COLUMNS: Final = (
+    Column("run_id", "run"),
+    Column("topology"),
+    Column("source"),
+    Column("benchmark"),
+    Column("models"),
+    Column("tasks", kind="number"),
+    Column("events", kind="number"),
+    Column("tokens_in", "tokens in", "number"),
+    Column("tokens_out", "tokens out", "number"),
+    Column("wall_s", "wall s", "number", 1, help="last event end minus first event start"),
+)
+#: The first task's events, for a reader with scripts off (the script fills the same table for any task).
+EVENT_COLUMNS: Final = (
+    Column("n", "#", "number"),
+    Column("stage"),
+    Column("event"),
+    Column("tokens", kind="number"),
+    Column("token_column", "token column"),
+    Column("tokenizer"),
+    Column("token_source", "token source"),
+    Column("timing_quality", "timing quality"),
+    Column("start", "start ms", "number", 1),
+    Column("dur", "duration ms", "number", 1),
+    Column("status"),
+)
 
 
 def _runs_table(runs: pd.DataFrame) -> str:
     if runs.empty:
         return ""
-    cols = [
-        "run_id",
-        "topology",
-        "source",
-        "benchmark",
-        "models",
-        "tasks",
-        "events",
-        "tokens_in",
-        "tokens_out",
-        "wall_s",
-    ]
-    rows = []
-    for r in runs.to_dict(orient="records"):
-        cells = []
-        for c in cols:
-            v = r.get(c)
-            if v is None or (isinstance(v, float) and pd.isna(v)):
-                cells.append("<td>—</td>")
-            elif isinstance(v, int | float):
-                digits = 1 if c == "wall_s" else 0
-                cells.append(f'<td class="num">{v:,.{digits}f}</td>')
-            else:
-                cells.append(f"<td>{_esc(v)}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    head = "".join(f"<th>{_esc(c.replace('_', ' '))}</th>" for c in cols)
-    return (
-        '<div><h3>Runs</h3><table class="data" id="runs-table"><thead><tr>'
-        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
-    )
+    rows = [dict(r) for r in runs.to_dict(orient="records")]
+    return table_html(Table("runs", "Runs", list(RUN_COLUMNS), rows), table_id="runs-table")
 
 
 def _facts(h: dict[str, Any]) -> str:
+    sel = h.get("selection") or {}
+    chosen = "; ".join(f"{k} {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sel.items())
+    counted = "all counted" if h["include_incomplete"] else "complete ones counted"
     items = [
-        ("dataset", f"<code>{_esc(h['dataset'])}</code>"),
+        ("dataset", f"<code>{esc(h['dataset'])}</code>" + (f" ({esc(chosen)})" if chosen else "")),
         ("events", f"{h['events']:,}"),
         ("runs", f"{h['runs']:,}"),
-        ("tasks", f"{h['tasks']:,}"),
-        ("topologies", _esc(", ".join(h["topologies"]) or "—")),
-        ("tokenizers", _esc(", ".join(h["tokenizers"]) or "none recorded")),
-        ("promcp", _esc(h["promcp_version"])),
-        ("written", _esc(h["written_at"])),
+        ("tasks", f"{h['tasks']:,}, {h['complete_tasks']:,} complete ({counted})"),
+        ("topologies", esc(", ".join(h["topologies"]) or h["missing"])),
+        ("tokenizers", esc(", ".join(h["tokenizers"]) or "none recorded")),
+        ("promcp", esc(h["promcp_version"])),
+        ("written", esc(h["written_at"])),
     ]
     return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
 
-_EVENT_HEAD = (
-    "<tr><th>#</th><th>stage</th><th>event</th><th>tokens</th><th>token column</th><th>tokenizer</th>"
-    "<th>token source</th><th>timing quality</th><th>start ms</th><th>duration ms</th><th>status</th></tr>"
-)
+_EVENT_HEAD = "<tr>" + "".join(f"<th>{esc(c.title)}</th>" for c in EVENT_COLUMNS) + "</tr>"
 
 
 def _first_task_table(page: PageData) -> str:
@@ -189,57 +171,61 @@ def _first_task_table(page: PageData) -> str:
     if page.timeline.empty:
         return ""
     first = page.timeline[page.timeline["key"] == page.timeline["key"].iloc[0]]
-    rows = []
-    for b in first.to_dict(orient="records"):
-        start = f"{b['x0']:,.1f}" if b["placed"] == "measured" else "—"
-        dur = "—" if b["dur"] is None or pd.isna(b["dur"]) else f"{b['dur']:,.1f}"
-        tokens = "—" if b["tokens"] is None or pd.isna(b["tokens"]) else f"{b['tokens']:,.0f}"
-        cells = [b["i"] + 1, b["stage"], b["row"].strip().split("  ", 1)[-1], tokens, b["token_column"] or "—",
-                 b["tokenizer"] or "—", b["token_source"], b["timing_quality"], start, dur, b["status"]]  # fmt: skip
-        rows.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
-    return (
-        "<noscript><p>Scripts are off: the charts need them. The first task's events:</p>"
-        f'<table class="data"><thead>{_EVENT_HEAD}</thead><tbody>{"".join(rows)}</tbody></table></noscript>'
-    )
+    rows = [
+        {
+            "n": b["i"] + 1,
+            "stage": b["stage"],
+            "event": b["row"].strip().split("  ", 1)[-1],
+            "tokens": b["tokens"],
+            "token_column": b["token_column"],
+            "tokenizer": b["tokenizer"],
+            "token_source": b["token_source"],
+            "timing_quality": b["timing_quality"],
+            "start": b["x0"] if b["placed"] == "measured" else None,
+            "dur": b["dur"],
+            "status": b["status"],
+        }
+        for b in first.to_dict(orient="records")
+    ]
+    table = Table("first-task", "The first task's events", list(EVENT_COLUMNS), rows)
+    return f"<noscript><p>Scripts are off: the charts need them.</p>{table_html(table)}</noscript>"
 
 
 def _whatif_section(page: PageData) -> str:
     w = page.whatif
-    if not w or not w.get("summary"):
+    if w is None or not any(t.rows for t in w.tables):
+        why = f"<p>{esc(w.tables[0].empty)}</p>" if w is not None and w.tables else ""
         return (
-            '<div class="note empty" id="whatif-missing">No what-if result for this dataset. Write the page with '
-            "<code>promcp report DATASET --html OUT --whatif</code> to compute one, or save one beside the data "
-            "with <code>promcp whatif DATASET --format json &gt; DATASET/whatif.json</code>.</div>"
+            f'<div class="note empty" id="whatif-missing">No what-if result for this dataset.{why} Write the page '
+            "with <code>promcp report DATASET --html OUT --whatif</code> to compute one, or save one beside the "
+            "data with <code>promcp whatif DATASET --format json &gt; DATASET/whatif.json</code>.</div>"
         )
-    meta = ", ".join(
-        f"{k} {_esc(v)}"
-        for k, v in w.items()
-        if k in ("mode", "source", "tokenizer", "k", "scorer", "llm_calls", "n_tools", "queries")
-        and v is not None
-    )
     return (
-        f'<p class="taskfacts">What-if over {meta}.</p>'
+        f'<p class="taskfacts">What-if: {esc(w.header)}.</p>'
         '<div class="row"><div><h3>Tokens per LLM call</h3><div class="chart" id="chart-whatif-tokens"></div></div>'
         '<div><h3>Recorded tool calls left visible</h3><div class="chart" id="chart-whatif-recall"></div></div></div>'
         '<h3>Scaling: tokens per turn as the catalog grows</h3><div class="chart" id="chart-whatif-scaling"></div>'
+        f"{tables_html(w.tables)}{notes_html(w.notes, 'tnotes')}"
     )
 
 
 def render(page: PageData) -> str:
     """The whole page as one HTML document."""
     h = page.header
-    notes = "".join(f"<li>{_esc(n)}</li>" for n in page.notes)
-    tables = "".join(_table(t) for t in page.summary)
+    doc = page.report
+    summary = [t for t in doc.tables if t.name not in TASK_SECTIONS]
+    tasks = [t for t in doc.tables if t.name in TASK_SECTIONS]
     spec_json = _script_safe(json.dumps(specs(), separators=(",", ":")))
     title = f"promcp report — {h['dataset']}"
+    notes = notes_html([*doc.notes, *page.notes])
     body = f"""<header class="page">
 <h1>promcp report <small>the tools tax, stage by stage</small></h1>
 {_facts(h)}
-{f'<ul class="notes" id="notes">{notes}</ul>' if notes else ""}
+{notes.replace('<ul class="notes">', '<ul class="notes" id="notes">', 1)}
 </header>
 <nav class="bar"><div class="in">
-<a href="#summary">Summary</a><a href="#timeline">Task timeline</a><a href="#context">Context fill</a>
-<a href="#schemas">Schema weight</a><a href="#whatif">What-if</a>
+<a href="#summary">Summary</a><a href="#tasks">Tasks</a><a href="#timeline">Task timeline</a>
+<a href="#context">Context fill</a><a href="#schemas">Schema weight</a><a href="#whatif">What-if</a>
 <label>runs <select id="sel-run"></select></label>
 <label>task <select id="sel-task"></select></label>
 </div></nav>
@@ -247,7 +233,11 @@ def render(page: PageData) -> str:
 <noscript><div class="note">Scripts are off: the tables below are complete; the charts need scripts.</div></noscript>
 <section id="summary"><h2>Summary</h2><p class="lead">{SECTION_TEXT["summary"]}</p>
 <div class="chart" id="chart-phases"></div>
-<div class="tables">{tables}{_runs_table(page.runs)}</div>
+{tables_html(summary)}
+<div class="tables">{_runs_table(page.runs)}</div>
+</section>
+<section id="tasks"><h2>Tasks</h2><p class="lead">{SECTION_TEXT["tasks"]}</p>
+{tables_html(tasks)}
 </section>
 <section id="timeline"><h2>Task timeline</h2><p class="lead">{SECTION_TEXT["timeline"]}</p>
 <p class="taskfacts" id="task-facts"></p>
@@ -272,22 +262,17 @@ def render(page: PageData) -> str:
 {_whatif_section(page)}
 </section>
 </main>
-<footer>Written by promcp {_esc(h["promcp_version"])} at {_esc(h["written_at"])}. One self-contained file: every
-script and style is inline and the page fetches nothing (charts: {_esc(library_versions())}). The page's numbers
+<footer>Written by promcp {esc(h["promcp_version"])} at {esc(h["written_at"])}. One self-contained file: every
+script and style is inline and the page fetches nothing (charts: {esc(library_versions())}). The page's numbers
 are embedded as JSON in <code>#promcp-data</code>; <code>report</code> there is what <code>promcp report --format
-json</code> prints.</footer>"""
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="generator" content="promcp {_esc(h["promcp_version"])}">
-<title>{_esc(title)}</title>
-<style>{_asset("page.css")}</style>
-</head><body>
-{body}
+json</code> prints for the same selection and sections, <code>whatif</code> what <code>promcp whatif --format
+json</code> prints.</footer>
 <script type="application/json" id="promcp-data">{page.to_json()}</script>
 <script type="application/json" id="promcp-specs">{spec_json}</script>
 <script>{vega_bundle()}</script>
-<script>{_script_safe(_asset("page.js"))}</script>
-</body></html>
-"""
+<script>{_script_safe(_asset("page.js"))}</script>"""
+    head = (
+        f'\n<meta name="generator" content="promcp {esc(h["promcp_version"])}">'
+        f"\n<style>{_asset('page.css')}</style>"
+    )
+    return page_html(title, body, head=head, csp=CSP)

@@ -9,8 +9,9 @@ from typing import Any
 
 import pandas as pd
 
+from promcp.analysis.engine import Events
 from promcp.analysis.load import attrs_of
-from promcp.analysis.tables import Events, resend_cost
+from promcp.analysis.tables import resend_cost
 from promcp.analysis.views.html._frames import number, query
 
 COLUMNS = (
@@ -27,9 +28,12 @@ COLUMNS = (
 )
 
 
-def schema_weight(events: Events, limit: int) -> tuple[pd.DataFrame, int]:
+def schema_weight(
+    events: Events, limit: int, *, include_incomplete: bool = False
+) -> tuple[pd.DataFrame, int]:
     """One row per (run, server, tool) for the ``limit`` heaviest tools of the dataset; and how many tools there
-    are in all."""
+    are in all. The re-send cost counts the tasks the report counts (complete ones unless ``include_incomplete``);
+    a tool is "called" when any task called it."""
     listed = query(
         events,
         "SELECT CAST(run_id AS VARCHAR) AS run_id, CAST(server AS VARCHAR) AS server, "
@@ -72,7 +76,7 @@ def schema_weight(events: Events, limit: int) -> tuple[pd.DataFrame, int]:
         tools["schema_tokens"] = tools["_w"] / tools["sessions"]
         tools["schema_bytes"] = tools["_b"] / tools["sessions"]
         tools = tools.drop(columns=["_w", "_b", "sessions"])
-    resend = resend_cost(events, ["run_id"])
+    resend = resend_cost(events, ["run_id"], include_incomplete=include_incomplete)
     resend = resend[resend["origin"] == "schemas"][
         ["run_id", "server", "tool", "sends", "tokens_total", "tokens_resent"]
     ]

@@ -2,7 +2,7 @@
 every LLM call.
 
 A task's timeline is its own events plus the session start-up it waited for: ``INIT`` events carry no task, so each
-is attributed to the first task (or untasked group) of its run that starts after it in ``seq`` order — the host
+is attributed to the first task of its run that starts after it in ``seq`` order — the host
 starts a server when the first task that needs it begins, and an instrumented process initializes its sessions
 before using them. Start-up recorded after a run's last task goes to that last task.
 
@@ -20,10 +20,10 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from promcp.analysis.engine import Events, as_arrow
 from promcp.analysis.load import attrs_of
-from promcp.analysis.tables import ORIGINS, PHASE_TOKENS, Events
+from promcp.analysis.tables import ORIGINS, PHASE_TOKENS, UNOBSERVED, unobserved_sql
 from promcp.analysis.views.html._frames import (
-    NO_TASK,
     STARTUP_ONLY,
     clean,
     number,
@@ -38,8 +38,10 @@ TOKEN_COLUMN: Final[dict[str, str]] = {
     **{stage: col for stages, col in PHASE_TOKENS.values() for stage in stages},
 }
 _LLM_INPUT: Final = ("S1", "S5")
-#: Stack order of the context-fill parts (origins, then the cache split).
-PARTS: Final = (*ORIGINS, "unattributed", "cache read", "cache write", "uncached")
+#: Stack order of the context-fill parts: the origins; the part of the input the source could not see (an
+#: import's client-side system prompt and tools, :data:`~promcp.analysis.tables.UNOBSERVED`, as in the report's
+#: origin table); the rest of a provider's total no origin accounts for; then the cache split.
+PARTS: Final = (*ORIGINS, UNOBSERVED, "unattributed", "cache read", "cache write", "uncached")
 _SEP: Final = "\x1f"
 
 EVENT_COLUMNS: Final = (
@@ -72,11 +74,14 @@ EVENT_COLUMNS: Final = (
 
 @dataclass(frozen=True)
 class Limits:
-    """How much per-task detail the page embeds (the summary, schema weight and what-if always cover everything)."""
+    """How much per-task detail the page embeds (the summary, schema weight and what-if always cover everything):
+    ``tasks``/``events`` for the timelines and context fill, ``tools`` for the schema-weight charts, ``rows`` for
+    each table of the task section (tasks, errors, overflows; incomplete tasks first)."""
 
     tasks: int = 1_000
     events: int = 30_000
     tools: int = 60
+    rows: int = 500
 
 
 @dataclass
@@ -94,11 +99,12 @@ class TaskData:
 
 
 def _group_index(events: Events) -> pd.DataFrame:
-    """Every task (and untasked group) of the dataset with its event count, start-up attributed."""
+    """Every task of the selection (a run's events without a task id are its implicit task, as in the report) with
+    its event count, start-up attributed."""
     tasks = query(
         events,
-        f"""SELECT CAST(run_id AS VARCHAR) AS run_id, any_value(CAST(topology AS VARCHAR)) AS topology,
-               coalesce(CAST(task_id AS VARCHAR), {sql_text(NO_TASK)}) AS task, min(seq) AS first_seq,
+        """SELECT CAST(run_id AS VARCHAR) AS run_id, any_value(CAST(topology AS VARCHAR)) AS topology,
+               CAST(task_id AS VARCHAR) AS task, min(seq) AS first_seq,
                count(*) AS events, max("round") AS rounds,
                count(*) FILTER (WHERE coalesce(CAST(status AS VARCHAR), 'ok') <> 'ok') AS problems
            FROM ev WHERE CAST(stage AS VARCHAR) <> 'INIT' GROUP BY 1, 3""",
@@ -166,10 +172,11 @@ def choose(index: pd.DataFrame, limits: Limits) -> pd.DataFrame:
 def _events_of(events: Events, picked: pd.DataFrame) -> pd.DataFrame:
     runs = ", ".join(sql_text(r) for r in dict.fromkeys(picked["run_id"]))
     keys = ", ".join(sql_text(f"{r}{_SEP}{t}") for r, t in zip(picked["run_id"], picked["task"], strict=True))
-    group = f"CAST(run_id AS VARCHAR) || chr(31) || coalesce(CAST(task_id AS VARCHAR), {sql_text(NO_TASK)})"
+    group = "CAST(run_id AS VARCHAR) || chr(31) || CAST(task_id AS VARCHAR)"
+    unobserved = unobserved_sql(as_arrow(events).column_names)
     return query(
         events,
-        f"""SELECT {select_list(events, EVENT_COLUMNS)} FROM ev
+        f"""SELECT {select_list(events, EVENT_COLUMNS)}, {unobserved} AS in_{UNOBSERVED} FROM ev
             WHERE CAST(run_id AS VARCHAR) IN ({runs})
               AND (CAST(stage AS VARCHAR) = 'INIT' OR {group} IN ({keys}))
             ORDER BY run_id, seq""",
@@ -184,11 +191,10 @@ def task_data(events: Events, limits: Limits) -> TaskData:
     if picked.empty:
         return empty
     rows = _events_of(events, picked)
-    task = rows["task_id"].where(rows["task_id"].notna(), NO_TASK)
+    task = rows["task_id"].astype(object)  # INIT events have none: attributed below
     is_init = rows["stage"] == "INIT"
     if is_init.any():
         init = attribute_init(rows.loc[is_init, ["run_id", "seq"]].reset_index(), index)
-        task = task.astype(object)
         task.loc[init["index"].to_numpy()] = init["task"].to_numpy()
     rows["task"] = task.to_numpy()
     wanted = set(zip(picked["run_id"], picked["task"], strict=True))
@@ -315,8 +321,11 @@ def _context(groups: dict[int, list[dict[str, Any]]]) -> tuple[pd.DataFrame, pd.
             call = f"{i + 1} · {r['stage']} r{int(rnd)}" if rnd is not None else f"{i + 1} · {r['stage']}"
             total = number(r["tokens_in"])
             known = 0.0
-            for o in ORIGINS:
+            hidden = number(r[f"in_{UNOBSERVED}"]) or 0.0
+            for o in (*ORIGINS, UNOBSERVED):
                 v = number(r[f"in_{o}"])
+                if o == "system" and v is not None:
+                    v -= hidden  # the unobserved part is counted inside in_system; it is its own part here
                 if v:
                     parts.append(
                         {"key": key, "i": i, "call": call, "kind": "by origin", "part": o, "tokens": v}
@@ -328,6 +337,7 @@ def _context(groups: dict[int, list[dict[str, Any]]]) -> tuple[pd.DataFrame, pd.
                      "tokens": total - known}
                 )  # fmt: skip
             a = attrs_of(r["attrs"])
+            unseen = [o for o in ORIGINS if a.get(f"{o}_observable") is False]
             read, write = number(a.get("cache_read_tokens")), number(a.get("cache_write_tokens"))
             if total is not None and (read is not None or write is not None):
                 for part, v in (
@@ -352,6 +362,7 @@ def _context(groups: dict[int, list[dict[str, Any]]]) -> tuple[pd.DataFrame, pd.
                     "token_source": r["token_source"],
                     "cache_read": read,
                     "cache_write": write,
+                    "not_observable": ", ".join(unseen) or None,
                 }
             )
     frame = pd.DataFrame(parts)

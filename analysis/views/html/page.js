@@ -12,7 +12,8 @@
   };
   const views = {};
   const $ = (id) => document.getElementById(id);
-  const fmt = (v, d) => (v === null || v === undefined ? "—" :
+  const MISSING = data.header.missing;  // the one missing-value mark of every promcp view
+  const fmt = (v, d) => (v === null || v === undefined ? MISSING :
     Number(v).toLocaleString("en-US", { minimumFractionDigits: d || 0, maximumFractionDigits: d || 0 }));
 
   function note(el, text) {
@@ -62,7 +63,8 @@
     for (const t of T.tasks.filter((t) => runs.has(t.run_id))) {
       const o = document.createElement("option");
       o.value = String(t.key);
-      o.textContent = t.task + " · " + t.events + " events" + (T.runs.length > 1 ? " · " + t.run_id : "");
+      o.textContent = t.task + " · " + t.events + " events" + (t.outcome && t.outcome !== "ok" ? " · " + t.outcome : "") +
+        (T.runs.length > 1 ? " · " + t.run_id : "");
       taskSel.appendChild(o);
     }
     if ([...taskSel.options].some((o) => o.value === keep)) taskSel.value = keep;
@@ -80,9 +82,9 @@
     body.replaceChildren();
     for (const b of bars) {
       const tr = document.createElement("tr");
-      const cells = [b.i + 1, b.stage, b.row.replace(/^\s*\d+\s+/, ""), fmt(b.tokens), b.token_column || "—",
-        b.tokenizer || "—", b.token_source, b.timing_quality, b.placed === "measured" ? fmt(b.x0, 1) : "—",
-        b.dur === null ? "—" : fmt(b.dur, 1), b.status + (b.error_type ? " (" + b.error_type + ")" : "")];
+      const cells = [b.i + 1, b.stage, b.row.replace(/^\s*\d+\s+/, ""), fmt(b.tokens), b.token_column || MISSING,
+        b.tokenizer || MISSING, b.token_source, b.timing_quality, b.placed === "measured" ? fmt(b.x0, 1) : MISSING,
+        fmt(b.dur, 1), b.status + (b.error_type ? " (" + b.error_type + ")" : "")];
       cells.forEach((c, i) => { const td = document.createElement("td"); td.textContent = String(c);
         if ([0, 3, 8, 9].includes(i)) td.className = "num"; tr.appendChild(td); });
       body.appendChild(tr);
@@ -102,7 +104,10 @@
     }
     facts.textContent = task.task + " — run " + task.run_id + " (" + task.topology + "), " + task.events +
       " events, " + (task.rounds === null ? 0 : task.rounds) + " LLM round(s), " + task.llm_calls + " LLM call(s)" +
-      (task.problems ? ", " + task.problems + " event(s) not ok" : "");
+      (task.problems ? ", " + task.problems + " event(s) not ok" : "") +
+      (task.outcome ? "; outcome " + task.outcome + (task.error ? " (" + task.error + ")" : "") : "") +
+      (task.outcome && task.outcome !== "ok" && !data.header.include_incomplete ?
+        " — not counted in the summary tables" : "");
     const bars = T.timeline.filter((b) => b.key === key);
     eventTable(bars);
     let wf;
@@ -134,7 +139,10 @@
       fmt(largest) + " tokens, " + fmt(100 * largest / window, 1) + " % of it" :
       "The context window of this model was not recorded; the bars show the input of each call") +
       (wins.some((w) => w.cache_read !== null || w.cache_write !== null) ?
-        ". The right-hand bar of each call splits the same input by provider cache state." : ".");
+        ". The right-hand bar of each call splits the same input by provider cache state" : "") +
+      (wins.some((w) => w.not_observable) ? ". Not observable for this source: " +
+        [...new Set(wins.filter((w) => w.not_observable).map((w) => w.not_observable))].join("; ") +
+        " (the unobserved part holds what the source could not see)" : "") + ".";
     $("ctx-zoom-label").hidden = window === null;
     if ($("ctx-zoom").checked) wins = wins.map((w) => Object.assign({}, w, { context_window: null }));
     const cache = wins.some((w) => w.cache_read !== null || w.cache_write !== null);
@@ -174,7 +182,7 @@
   }
 
   function drawWhatif() {
-    const w = data.whatif;
+    const w = data.whatif && data.whatif.tables;  // promcp whatif --format json
     if (!w || !w.summary || !w.summary.length) return Promise.resolve();
     const rowsW = w.summary.map((r, i) => Object.assign({ i: i }, r));
     const out = [embed("chart-whatif-tokens", "whatif_tokens", { whatif: rowsW }, null, null, 22 * rowsW.length)];
