@@ -8,7 +8,8 @@ Every error promcp raises on purpose derives from :class:`PromcpError`, so calle
     │   ├── NotATraceError         the path holds no promcp journal or dataset
     │   ├── JournalError           a journal line is corrupt (names file and line)
     │   ├── RunInProgressError     a journal is still being written by a live process
-    │   └── SchemaVersionError     a file was written by a newer promcp schema
+    │   ├── SchemaVersionError     a file was written by a newer promcp schema
+    │   └── StorageError           the disk refused a read or write (full, read-only, permissions): says what was kept
     ├── TokenizerError         an unknown tokenizer name, or a tokenizer file that fails to load or verify
     ├── ImportFormatError      an export file cannot be parsed (names file, conversation, offset)
     ├── ServerError            an MCP server failed to start, crashed, hung or spoke garbage
@@ -75,6 +76,17 @@ class RunInProgressError(TraceError):
 
 class SchemaVersionError(TraceError):
     """A file was written with a newer event schema than this promcp understands."""
+
+
+class StorageError(TraceError):
+    """The operating system refused a read or write of a dataset file (disk full, read-only, permissions).
+
+    The message is one line: the path, the OS's reason, what was kept and how to finish.
+    """
+
+    def __init__(self, message: str, *, path: str | Path | None = None, errno: int | None = None) -> None:
+        self.errno = errno
+        super().__init__(message, path=path)
 
 
 class TokenizerError(PromcpError):

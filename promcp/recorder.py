@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from promcp._version import __version__
-from promcp.errors import PromcpError
+from promcp.errors import PromcpError, StorageError
 from promcp.events import Event, Topology
 from promcp.redact import DEFAULT_PREVIEW_CHARS, preview
 from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
@@ -100,6 +100,14 @@ def sdk_versions() -> str:
         with contextlib.suppress(PackageNotFoundError):
             parts.append(f"{dist}={version(dist)}")
     return ";".join(parts)
+
+
+def _reason(exc: StorageError) -> str:
+    """The OS's reason inside a StorageError message (what follows the path, up to the first semicolon)."""
+    text = str(exc)
+    if exc.path and text.startswith(f"{exc.path}: "):
+        text = text[len(exc.path) + 2 :]
+    return text.split(";", 1)[0]
 
 
 class Recorder:
@@ -294,7 +302,26 @@ class Recorder:
         if _global_recorder is self:
             _global_recorder = None
         if finalize_run:
-            self.result_path = finalize(self.journal_path)
+            stopped = self._writer.error
+            try:
+                self.result_path = finalize(self.journal_path)
+            except StorageError as exc:
+                if stopped is None:
+                    raise
+                raise StorageError(
+                    f"recording stopped: {_reason(stopped)}; the {self.events} event(s) recorded before are kept "
+                    f"in the journal, which could not be finalized either ({_reason(exc)}); make room, then run "
+                    f"`promcp finalize {self.out}`",
+                    path=self.journal_path,
+                    errno=stopped.errno,
+                ) from None
+            if stopped is not None:
+                raise StorageError(
+                    f"recording stopped: {_reason(stopped)}; the {self.events} event(s) recorded before were "
+                    f"finalized into {self.result_path}",
+                    path=self.journal_path,
+                    errno=stopped.errno,
+                )
         return self.result_path
 
     @property

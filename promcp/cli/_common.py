@@ -23,12 +23,16 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from promcp._version import __version__
 from promcp.errors import PromcpError, PromcpWarning
+from promcp.store.files import describe
 
 #: Exit status for a usage or input error reported by promcp (argparse uses 2 too).
 EXIT_USAGE = 2
 #: Exit status after Ctrl-C / SIGTERM (128 + SIGINT), once recorded data has been finalized.
 EXIT_INTERRUPTED = 130
+#: Exit status after an internal error (a bug in promcp; sysexits' EX_SOFTWARE).
+EXIT_INTERNAL = 70
 
 _stderr = Console(stderr=True, highlight=False)
 _stdout = Console(highlight=False)
@@ -79,6 +83,30 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         with contextlib.suppress(Exception):
             sys.stdout.close()
         return 0
+    except (
+        OSError
+    ) as exc:  # the OS refused something promcp's own handling did not expect: one line, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        _stderr.print(
+            f"[bold red]error:[/] {where}{describe(exc)}", markup=True, highlight=False, soft_wrap=True
+        )
+        return EXIT_USAGE
+    except MemoryError:
+        _stderr.print(
+            "[bold red]error:[/] out of memory; data recorded before this point is in the dataset's journal",
+            markup=True,
+            highlight=False,
+        )
+        return EXIT_USAGE
+    except Exception:  # an internal bug: show it, and say so
+        _stderr.print_exception()
+        _stderr.print(
+            f"[bold red]internal error[/] in promcp {__version__}: this is a bug, not a problem with your "
+            "input; please report it with the traceback above",
+            markup=True,
+            highlight=False,
+        )
+        return EXIT_INTERNAL
     finally:
         warnings.showwarning = old_show
         with contextlib.suppress(ValueError, TypeError):

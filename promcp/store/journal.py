@@ -34,8 +34,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from promcp.errors import JournalError, PromcpWarning, SchemaVersionError
+from promcp.errors import JournalError, PromcpWarning, SchemaVersionError, StorageError
 from promcp.events import SCHEMA_VERSION, Event, decode_event, encode_event
+from promcp.store.files import describe, make_dirs, open_private
 
 FsyncPolicy = Literal["group", "always", "interval", "never"]
 
@@ -45,12 +46,19 @@ _BLOB_PREFIX = b'{"blob":'
 _HEADER_KEY = "promcp_journal"
 
 
-class Blob(msgspec.Struct, frozen=True):
-    """Captured content (a tool schema, a result, a prompt), stored once per run under its hash."""
+class Blob(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Captured content (a tool schema, a result, a prompt), stored once per run under its hash.
+
+    ``blob`` is the hash of the original text; ``text`` is what was stored (``mode`` ``full`` or ``redacted``,
+    cut to a prefix when ``truncated``); ``original_bytes`` is the original's UTF-8 size.
+    """
 
     blob: str
     kind: str
     text: str
+    mode: str = "full"
+    original_bytes: int | None = None
+    truncated: bool = False
 
 
 class JournalHeader(msgspec.Struct, kw_only=True):
@@ -87,14 +95,23 @@ class JournalWriter:
         self.header = header
         self.fsync = fsync
         self.fsync_interval_s = fsync_interval_s
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            make_dirs(path.parent)
+            self._fd: int | None = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create the run's journal: {describe(exc)}; nothing was recorded",
+                path=path,
+                errno=exc.errno,
+            ) from None
         # The writer holds an exclusive lock for as long as it records: readers (report, load) must not finalize
         # a live run's journal. The kernel drops the lock when the process dies, so a killed run is recoverable.
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._lock = threading.Lock()
         self._last_sync = time.monotonic()
         self.lines = 0
+        #: the error that stopped this journal (a full or read-only disk), once one happened
+        self.error: StorageError | None = None
         self._dirty = threading.Condition()
         self._pending = False
         self._stopping = False
@@ -132,9 +149,18 @@ class JournalWriter:
             if self._fd is None:
                 raise JournalError("journal is closed", path=self.path)
             view = memoryview(line)
-            while view:  # os.write may write fewer bytes than asked (signals, full disk): finish the line
-                written = os.write(self._fd, view)
-                view = view[written:]
+            try:
+                while view:  # os.write may write fewer bytes than asked (signals, full disk): finish the line
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+            except OSError as exc:
+                self.error = StorageError(
+                    f"cannot append to the journal: {describe(exc)}; the {self.lines} line(s) written before "
+                    f"are kept in it; make room, then run `promcp finalize {self.path.parent.parent}`",
+                    path=self.path,
+                    errno=exc.errno,
+                )
+                raise self.error from None
             self.lines += 1
             if self._syncer is not None:
                 with self._dirty:
@@ -162,9 +188,18 @@ class JournalWriter:
             self._syncer = None
         with self._lock:
             if self._fd is not None:
-                os.fsync(self._fd)
-                os.close(self._fd)
-                self._fd = None
+                fd, self._fd = self._fd, None
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot sync the journal to disk: {describe(exc)}; the lines the disk accepted are "
+                        f"kept; run `promcp finalize {self.path.parent.parent}` once the disk is healthy",
+                        path=self.path,
+                        errno=exc.errno,
+                    ) from None
+                finally:
+                    os.close(fd)
 
     @property
     def closed(self) -> bool:
