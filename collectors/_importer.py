@@ -16,6 +16,7 @@ from promcp.collectors._problems import Problems
 from promcp.collectors._stream import SanitizedReader, as_text, iter_array, iter_jsonl, to_ns
 from promcp.errors import ImportFormatError
 from promcp.events import Event, Topology
+from promcp.recorder import DEFAULT_MAX_CONTENT_BYTES
 
 #: progress(bytes read so far, conversations seen so far)
 Progress = Callable[[int, int], None]
@@ -176,11 +177,14 @@ def import_path(
     conversation: str | None = None,
     progress: Progress | None = None,
     sink: Callable[[Event], Any] | None = None,
+    content: str = "redacted",
+    max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
 ) -> ImportSummary:
     """Import an export into the dataset ``out`` (one run per input file) and return what happened.
 
-    ``since`` keeps conversations updated at or after it; ``conversation`` keeps one id. With ``sink`` the events
-    go there instead of a dataset (tests, notebooks).
+    ``since`` keeps conversations updated at or after it; ``conversation`` keeps one id. ``content`` and
+    ``max_content_bytes`` say how the texts behind the counts are stored (see :class:`~promcp.recorder.Recorder`).
+    With ``sink`` the events go there instead of a dataset (tests, notebooks).
     """
     from promcp.recorder import Recorder
 
@@ -202,6 +206,8 @@ def import_path(
                 topology=Topology.C_OTS,
                 source=f"import:{fmt}",
                 meta={"input": file.name, "format": fmt, "tokenizer": tok.name},
+                content=content,
+                max_content_bytes=max_content_bytes,
             )
             emit = recorder.emit
         builder = Builder(tok, provider=provider, put_text=recorder.put_text if recorder else None)

@@ -9,7 +9,9 @@ rows and hand them to the active recorder. The recorder
 * truncates and redacts previews,
 * appends the event to the run's journal before returning (or, with :meth:`emit_later`, after a worker thread has
   computed what the hot path should not, such as token counts),
-* captures content (schemas, results, prompts) once per hash when ``capture_content`` is on,
+* captures content (schemas, results, prompts, answers) once per hash: ``content="redacted"`` (the default) stores
+  it with secrets removed, ``"full"`` verbatim, ``"none"`` not at all; each text is cut at ``max_content_bytes``
+  (the cut is recorded with the blob). Token counts are always taken from the original text,
 * finalizes the journal into the run's Parquet file on :meth:`close` (also on Ctrl-C/SIGTERM when the CLI runs it).
 
 Nothing here knows about MCP or LLMs; nothing in analysis knows about recorders.
@@ -29,14 +31,53 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from promcp._version import __version__
 from promcp.errors import PromcpError, StorageError
 from promcp.events import Event, Topology
-from promcp.redact import DEFAULT_PREVIEW_CHARS, preview
+from promcp.redact import DEFAULT_PREVIEW_CHARS, preview, redact
 from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
 from promcp.store.parquet import finalize
+
+ContentMode = Literal["full", "redacted", "none"]
+#: What ``--content`` accepts: ``redacted`` (default) keeps the texts the what-if and tokenizer comparisons recount,
+#: minus what must never be written (see docs/events.md); ``full`` keeps them verbatim; ``none`` keeps no text.
+CONTENT_MODES: Final[tuple[ContentMode, ...]] = ("redacted", "full", "none")
+DEFAULT_CONTENT: Final[ContentMode] = "redacted"
+#: Per captured text (UTF-8 bytes); longer texts are stored as a prefix, marked ``truncated``. 0/None: no cap.
+DEFAULT_MAX_CONTENT_BYTES: Final = 4 * 1024 * 1024
+#: Content texts up to this size are parsed as JSON when redacted (secrets found by key).
+_CONTENT_PARSE_LIMIT = 1024 * 1024
+_HASH_PIECE = 1 << 20
+
+
+def content_mode(value: str) -> ContentMode:
+    """``value`` as a content mode, or a ConfigError naming the choices."""
+    for mode in CONTENT_MODES:
+        if value == mode:
+            return mode
+    from promcp.errors import ConfigError
+
+    raise ConfigError(
+        f"content mode must be one of {', '.join(CONTENT_MODES)}, not {value!r}", key="--content"
+    )
+
+
+def _digest(text: str) -> tuple[str, int]:
+    """(BLAKE2b-128 hex of the UTF-8 text, its size in bytes), encoding at most 1 MiB at a time."""
+    h = hashlib.blake2b(digest_size=16)
+    size = 0
+    for start in range(0, max(len(text), 1), _HASH_PIECE):
+        data = text[start : start + _HASH_PIECE].encode("utf-8", "surrogatepass")
+        h.update(data)
+        size += len(data)
+    return h.hexdigest(), size
+
+
+def _prefix(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` whose UTF-8 form fits ``limit`` bytes."""
+    return text[:limit].encode("utf-8", "surrogatepass")[:limit].decode("utf-8", "ignore")
 
 
 @dataclass(frozen=True)
@@ -126,7 +167,9 @@ class Recorder:
         benchmark: str | None = None,
         meta: dict[str, Any] | None = None,
         fsync: FsyncPolicy = "group",
-        capture_content: bool = True,
+        content: str = DEFAULT_CONTENT,
+        max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
+        capture_content: bool | None = None,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
     ) -> None:
         self.out = Path(out)
@@ -134,7 +177,9 @@ class Recorder:
         self.source = source
         self.run_id = run_id or new_run_id()
         self.benchmark = benchmark
-        self.capture_content = capture_content
+        #: ``full``, ``redacted`` or ``none`` (``capture_content=False``, the older spelling, means ``none``)
+        self.content: ContentMode = "none" if capture_content is False else content_mode(content)
+        self.max_content_bytes = max_content_bytes or None
         self.preview_chars = preview_chars
         self.sdk_versions = sdk_versions()
         self.journal_path = self.out / JOURNAL_DIR / f"{self.run_id}{JOURNAL_SUFFIX}"
@@ -146,6 +191,8 @@ class Recorder:
             created_ns=time.time_ns(),
             promcp_version=__version__,
             meta=dict(meta or {}),
+            content=self.content,
+            max_content_bytes=self.max_content_bytes,
         )
         self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
         self._seq = itertools.count()
@@ -261,13 +308,31 @@ class Recorder:
             finally:
                 self._drain.clear()
 
+    @property
+    def capture_content(self) -> bool:
+        return self.content != "none"
+
     def put_text(self, kind: str, text: str) -> str:
-        """Capture ``text`` once per run under its hash (when ``capture_content`` is on); return the hash."""
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-        if self.capture_content and digest not in self._blobs:
+        """Capture ``text`` once per run under the hash of the original (as :attr:`content` says); return the hash."""
+        digest, size = _digest(text)
+        if self.content != "none" and digest not in self._blobs:
             self._blobs.add(digest)
-            self._writer.append_blob(Blob(blob=digest, kind=kind, text=text))
+            self._writer.append_blob(self._blob(digest, kind, text, size))
         return digest
+
+    def _blob(self, digest: str, kind: str, text: str, size: int) -> Blob:
+        limit = self.max_content_bytes or 0
+        truncated = 0 < limit < size
+        stored = text
+        if truncated:  # keep a margin so a secret cut by the limit is still recognised
+            stored = _prefix(text, limit + 4096 if self.content == "redacted" else limit)
+        if self.content == "redacted":
+            stored = redact(stored, parse_limit=_CONTENT_PARSE_LIMIT)
+        if truncated:
+            stored = _prefix(stored, limit)
+        return Blob(
+            blob=digest, kind=kind, text=stored, mode=self.content, original_bytes=size, truncated=truncated
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 

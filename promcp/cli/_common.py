@@ -113,6 +113,37 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
             signal.signal(signal.SIGTERM, previous)
 
 
+def add_content_options(p: argparse.ArgumentParser) -> None:
+    """``--content`` and ``--max-content-bytes``: how the texts behind the counts are stored (docs/events.md)."""
+    from promcp.recorder import CONTENT_MODES, DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+
+    p.add_argument(
+        "--content",
+        choices=CONTENT_MODES,
+        default=DEFAULT_CONTENT,
+        help="store the prompts, tool schemas, results and answers behind the counts: redacted (default: secrets "
+        "such as API keys, tokens, passwords and e-mail addresses removed), full (verbatim) or none",
+    )
+    p.add_argument(
+        "--max-content-bytes",
+        type=_byte_count,
+        default=DEFAULT_MAX_CONTENT_BYTES,
+        metavar="N",
+        help=f"store at most N bytes of each text (a longer one is cut and marked truncated; 0: no cap; default "
+        f"{DEFAULT_MAX_CONTENT_BYTES} = 4 MiB)",
+    )
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 (no cap) or more")
+    return value
+
+
 @contextlib.contextmanager
 def progress(*, bytes_mode: bool = False, disable: bool | None = None) -> Iterator[Progress]:
     """A rich progress bar on stderr (hidden when stderr is not a terminal unless ``disable=False``).

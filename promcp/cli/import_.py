@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.progress import TaskID
 from rich.table import Table
 
-from promcp.cli._common import progress, stderr, stdout
+from promcp.cli._common import add_content_options, progress, stderr, stdout
 from promcp.collectors import ImportSummary
 
 
@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="count tokens with this tokenizer (default: approx:claude for Claude exports, o200k_base for ChatGPT)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no problem list")
+    add_content_options(p)
     p.set_defaults(func=_run)
 
 
@@ -58,6 +59,8 @@ def _run(args: argparse.Namespace) -> int:
                     since=args.since,
                     conversation=args.conversation,
                     progress=tick,
+                    content=args.content,
+                    max_content_bytes=args.max_content_bytes,
                 )
             )
             bar.update(task_id, completed=total)

@@ -17,7 +17,7 @@ from typing import Any
 from rich.live import Live
 from rich.table import Table
 
-from promcp.cli._common import stderr, stdout
+from promcp.cli._common import add_content_options, stderr, stdout
 from promcp.errors import ConfigError
 from promcp.events import Topology
 from promcp.recorder import Recorder, new_run_id
@@ -50,6 +50,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--dry-run", action="store_true", help="validate the file and start/stop the servers only (no LLM)"
     )
+    add_content_options(p)
     p.set_defaults(func=_run)
 
 
@@ -103,7 +104,15 @@ def _run(args: argparse.Namespace) -> int:
         "dry_run": bool(args.dry_run),
     }
     view = _View(len(tasks))
-    with Recorder(out, topology=args.topology, run_id=run_id, benchmark=bench.name, meta=meta) as rec:
+    with Recorder(
+        out,
+        topology=args.topology,
+        run_id=run_id,
+        benchmark=bench.name,
+        meta=meta,
+        content=args.content,
+        max_content_bytes=args.max_content_bytes,
+    ) as rec:
         try:
             with Live(view.render(), console=err, refresh_per_second=4, transient=True) as live:
                 view.live = live

@@ -71,6 +71,9 @@ class JournalHeader(msgspec.Struct, kw_only=True):
     created_ns: int
     promcp_version: str = ""
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: how content was captured (``full``, ``redacted``, ``none``) and the per-text cap; None in older journals
+    content: str | None = None
+    max_content_bytes: int | None = None
 
 
 _blob_encoder = msgspec.json.Encoder()
@@ -144,15 +147,22 @@ class JournalWriter:
         self._write(_blob_encoder.encode(blob))
 
     def _write(self, payload: bytes) -> None:
-        line = payload + b"\n"
         with self._lock:
             if self._fd is None:
                 raise JournalError("journal is closed", path=self.path)
-            view = memoryview(line)
             try:
-                while view:  # os.write may write fewer bytes than asked (signals, full disk): finish the line
-                    written = os.write(self._fd, view)
-                    view = view[written:]
+                # one writev: the line and its newline go to the kernel together, without copying a big payload
+                written = os.writev(self._fd, [payload, b"\n"])
+                rest = memoryview(payload + b"\n")[written:] if written < len(payload) + 1 else None
+                while (
+                    rest
+                ):  # os.writev may write fewer bytes than asked (signals, full disk): finish the line
+                    rest = rest[os.write(self._fd, rest) :]
+                if self.fsync == "always":
+                    os.fsync(self._fd)
+                elif self.fsync == "interval" and time.monotonic() - self._last_sync >= self.fsync_interval_s:
+                    os.fsync(self._fd)
+                    self._last_sync = time.monotonic()
             except OSError as exc:
                 self.error = StorageError(
                     f"cannot append to the journal: {describe(exc)}; the {self.lines} line(s) written before "
@@ -166,13 +176,6 @@ class JournalWriter:
                 with self._dirty:
                     self._pending = True
                     self._dirty.notify()
-            elif self.fsync == "always":
-                os.fsync(self._fd)
-            elif self.fsync == "interval":
-                now = time.monotonic()
-                if now - self._last_sync >= self.fsync_interval_s:
-                    os.fsync(self._fd)
-                    self._last_sync = now
 
     def sync(self) -> None:
         with self._lock:

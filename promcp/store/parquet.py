@@ -189,6 +189,8 @@ def run_table(
         "benchmark": header.benchmark,
         "created_ns": header.created_ns,
         "meta": header.meta,
+        "content": header.content,
+        "max_content_bytes": header.max_content_bytes,
         "journal_lines": journal_lines,
         "events": len(events),
     }

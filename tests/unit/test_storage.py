@@ -175,16 +175,16 @@ def test_full_disk_while_journaling_is_one_line(
 ) -> None:
     import promcp.store.journal as journal_mod
 
-    real_write = os.write
+    real_writev = os.writev
     calls = {"n": 0}
 
-    def write(fd: int, data: Any) -> int:
+    def writev(fd: int, buffers: Any) -> int:
         calls["n"] += 1
         if calls["n"] > 5:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real_write(fd, data)
+        return real_writev(fd, buffers)
 
-    monkeypatch.setattr(journal_mod.os, "write", write)
+    monkeypatch.setattr(journal_mod.os, "writev", writev)
     rec = Recorder(tmp_path, run_id="full", fsync="never")
     for i in range(4):
         rec.emit(_s3(i))
