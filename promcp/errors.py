@@ -43,10 +43,25 @@ class ConfigError(PromcpError):
         self.source = str(source) if source is not None else None
         self.key = key
         self.line = line
+        #: the message without the place
+        self.message = message
         where = ":".join(str(p) for p in (self.source, line) if p is not None)
         if key:
             where = f"{where} [{key}]" if where else f"[{key}]"
         super().__init__(f"{where}: {message}" if where else message)
+
+    @classmethod
+    def combine(cls, errors: list[ConfigError], *, more: int = 0) -> ConfigError:
+        """One error listing several (one line each, each naming its place); the first one's place is kept."""
+        if len(errors) == 1 and not more:
+            return errors[0]
+        first = errors[0]
+        lines = [str(e) for e in errors]
+        if more:
+            lines.append(f"… and {more} more problem(s)")
+        combined = cls(first.message, source=first.source, key=first.key, line=first.line)
+        combined.args = ("\n".join(lines),)
+        return combined
 
 
 class TraceError(PromcpError):

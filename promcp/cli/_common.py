@@ -12,6 +12,7 @@ from types import FrameType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -59,7 +60,9 @@ def _show_warning(
     line: str | None = None,
 ) -> None:
     if issubclass(category, PromcpWarning):
-        _stderr.print(f"[yellow]warning:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+        _stderr.print(
+            f"[yellow]warning:[/] {escape(str(message))}", markup=True, highlight=False, soft_wrap=True
+        )
     else:
         _stderr.print(warnings.formatwarning(message, category, filename, lineno, line), end="", markup=False)
 
@@ -74,7 +77,8 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     try:
         return int(func(args) or 0)
     except PromcpError as exc:
-        _stderr.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            _stderr.print(f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         _stderr.print("[yellow]interrupted[/]: recorded events were finalized", markup=True)
@@ -88,7 +92,10 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     ) as exc:  # the OS refused something promcp's own handling did not expect: one line, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
         _stderr.print(
-            f"[bold red]error:[/] {where}{describe(exc)}", markup=True, highlight=False, soft_wrap=True
+            f"[bold red]error:[/] {escape(where + describe(exc))}",
+            markup=True,
+            highlight=False,
+            soft_wrap=True,
         )
         return EXIT_USAGE
     except MemoryError:

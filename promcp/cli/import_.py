@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import TaskID
 from rich.table import Table
 
@@ -67,7 +68,12 @@ def _run(args: argparse.Namespace) -> int:
     if not args.quiet:
         for s in summaries:
             for problem in s.problems.items:
-                stderr().print(f"[yellow]problem:[/] {problem}", markup=True, highlight=False, soft_wrap=True)
+                stderr().print(
+                    f"[yellow]problem:[/] {escape(str(problem))}",
+                    markup=True,
+                    highlight=False,
+                    soft_wrap=True,
+                )
     stdout().print(_table(summaries))
     out = stdout()
     for line in _reasons(summaries):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from promcp.cli._common import add_content_options, stderr, stdout
@@ -229,7 +230,7 @@ def _summary(result: Any, path: Path | None, topology: str) -> int:
             rep = report(path, by=["topology"], sections=["phases"])
             to_rich(rep, ["topology"], con)
         except Exception as exc:  # the summary must not hide the dataset path
-            con.print(f"[yellow]phase table unavailable: {exc}[/]")
+            con.print(f"[yellow]phase table unavailable: {escape(str(exc))}[/]")
     overheads = [r.overhead_ms / max(r.rounds, 1) for r in result.tasks if r.rounds]
     answered = sum(r.status == "ok" for r in result.tasks)
     con.print(
