@@ -230,41 +230,43 @@ def read_journal(path: Path, *, warn: bool = True) -> JournalContents:
     promcp header raises :class:`JournalError`.
     """
     try:
-        data = path.read_bytes()
+        fh = path.open("rb")
     except OSError as exc:
         raise JournalError(f"cannot read journal: {exc.strerror or exc}", path=path) from exc
-    lines = data.split(b"\n")
-    partial_tail = lines[-1] != b""
-    if not partial_tail:
-        lines.pop()
-    if not lines or not lines[0].strip():
-        raise JournalError("empty file: no promcp journal header", path=path, line=1)
-    try:
-        header = _header_decoder.decode(lines[0])
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise JournalError(f"not a promcp journal header ({exc})", path=path, line=1) from exc
-    if header.schema_version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"journal written with event schema v{header.schema_version}; this promcp reads up to "
-            f"v{SCHEMA_VERSION} (upgrade promcp)",
-            path=path,
-        )
-    out = JournalContents(path=path, header=header, lines=len(lines))
-    last = len(lines)
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
+    with fh:
+        # line by line: the file is never held whole next to its decoded events (a 50 MB result is one line)
+        first = fh.readline()
+        if not first.strip():
+            raise JournalError("empty file: no promcp journal header", path=path, line=1)
         try:
-            if line.startswith(_BLOB_PREFIX):
-                blob = _blob_decoder.decode(line)
-                out.blobs[blob.blob] = blob
-            else:
-                out.events.append(decode_event(line))
+            header = _header_decoder.decode(first)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            if number == last and partial_tail:
-                out.problems.append(f"line {number}: partial last line dropped (the writer stopped mid-line)")
-            else:
-                out.problems.append(f"line {number}: corrupt line skipped ({exc})")
+            raise JournalError(f"not a promcp journal header ({exc})", path=path, line=1) from exc
+        if header.schema_version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"journal written with event schema v{header.schema_version}; this promcp reads up to "
+                f"v{SCHEMA_VERSION} (upgrade promcp)",
+                path=path,
+            )
+        out = JournalContents(path=path, header=header, lines=1)
+        number = 1
+        for number, line in enumerate(fh, start=2):
+            if not line.strip():
+                continue
+            try:
+                if line.startswith(_BLOB_PREFIX):
+                    blob = _blob_decoder.decode(line)
+                    out.blobs[blob.blob] = blob
+                else:
+                    out.events.append(decode_event(line))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                if not line.endswith(b"\n"):
+                    out.problems.append(
+                        f"line {number}: partial last line dropped (the writer stopped mid-line)"
+                    )
+                else:
+                    out.problems.append(f"line {number}: corrupt line skipped ({exc})")
+        out.lines = number
     if warn:
         for problem in out.problems:
             warnings.warn(f"{path}: {problem}", PromcpWarning, stacklevel=2)
