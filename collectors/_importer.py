@@ -12,7 +12,7 @@ from promcp.collectors import chatgpt, claude_ai, claude_code
 from promcp.collectors._build import Builder
 from promcp.collectors._detect import FORMATS, detect_format
 from promcp.collectors._model import Conversation
-from promcp.collectors._problems import Problems
+from promcp.collectors._problems import INTERNAL, Problems, ShapeError
 from promcp.collectors._stream import SanitizedReader, as_text, iter_array, iter_jsonl, to_ns
 from promcp.errors import ImportFormatError
 from promcp.events import Event, Topology
@@ -94,34 +94,33 @@ def parse_guarded(
     offset: int | None,
     line: int | None = None,
 ) -> Conversation | None:
-    """Parse one conversation; a shape no parser expected is reported (with where) and skipped, never raised."""
+    """Parse one conversation; a shape the parser refuses is reported (``skipped``, with where) and skipped.
+
+    Any other exception is a bug in a parser, not bad input: it is reported as ``internal_error`` (asking for a
+    report) and the other conversations still import.
+    """
     try:
         return parse(doc, problems, index, offset)
+    except ShapeError as exc:
+        kind, message = "skipped", f"conversation {index} not parsed: {exc}"
     except Exception as exc:  # the boundary: one odd conversation never costs the others
-        cid = (
-            (doc.get("uuid") or doc.get("conversation_id") or doc.get("id"))
-            if isinstance(doc, dict)
-            else None
-        )
-        problems.add(
-            "skipped",
-            f"conversation {index} not parsed ({type(exc).__name__}: {exc})",
-            conversation=as_text(cid) or f"#{index}",
-            offset=offset,
-            line=line,
-        )
-        return None
+        kind, message = INTERNAL, _bug(f"conversation {index} not parsed", exc)
+    cid = (doc.get("uuid") or doc.get("conversation_id") or doc.get("id")) if isinstance(doc, dict) else None
+    problems.add(kind, message, conversation=as_text(cid) or f"#{index}", offset=offset, line=line)
+    return None
 
 
 def build_guarded(builder: Builder, conv: Conversation, problems: Problems) -> list[Event] | None:
-    """The events of one conversation, or None (reported) when they cannot be built."""
+    """The events of one conversation, or None (reported as ``internal_error``) when they cannot be built."""
     try:
         return list(builder.events(conv))
     except Exception as exc:  # the boundary, as in parse_guarded
-        problems.add(
-            "skipped", f"events could not be built ({type(exc).__name__}: {exc})", conversation=conv.id
-        )
+        problems.add(INTERNAL, _bug("events could not be built", exc), conversation=conv.id)
         return None
+
+
+def _bug(what: str, exc: Exception) -> str:
+    return f"{what} ({type(exc).__name__}: {exc}); this is a bug in promcp's importer, please report it"
 
 
 def parse_path(
@@ -222,11 +221,9 @@ def import_path(
                 if not conv.tasks:
                     summary.skip("no user prompt or reply on the active branch")
                     continue
-                try:
-                    events = list(builder.events(conv))
-                except (ValueError, TypeError) as exc:  # one odd conversation never costs the others
-                    summary.problems.add("skipped", f"events could not be built: {exc}", conversation=conv.id)
-                    summary.skip("events could not be built")
+                events = build_guarded(builder, conv, summary.problems)
+                if events is None:
+                    summary.skip("events could not be built (internal error)")
                     continue
                 for event in events:
                     emit(event)
@@ -239,7 +236,9 @@ def import_path(
                 if result is not None:
                     summary.datasets.append(result)
     summary.bytes = done[0]
-    unparsed = sum(1 for x in summary.problems.items if x.kind == "skipped" and "not parsed" in x.message)
+    unparsed = sum(
+        1 for x in summary.problems.items if x.kind in ("skipped", INTERNAL) and "not parsed" in x.message
+    )
     if unparsed:
         summary.skipped += unparsed
         summary.skip_reasons["not a valid conversation object"] = unparsed
