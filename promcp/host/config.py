@@ -211,7 +211,9 @@ class _BoundedLoader(yaml.SafeLoader):
         self._depth += 1
         if self._depth > MAX_YAML_DEPTH:
             event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise ConfigError(f"nested more than {MAX_YAML_DEPTH} levels deep", line=event.start_mark.line + 1)
+            raise ConfigError(
+                f"nested more than {MAX_YAML_DEPTH} levels deep", line=event.start_mark.line + 1
+            )
         try:
             node = super().compose_node(parent, index)
         finally:

@@ -77,5 +77,6 @@ def _commit(repo: Path, workspace: Path, bench: Benchmark, key: str) -> None:
         except subprocess.CalledProcessError as exc:
             detail = (exc.stderr or exc.stdout or "").strip().splitlines()
             raise bench.error(
-                f"{' '.join(argv[:2])} failed in {repo}: {detail[-1] if detail else f'exit {exc.returncode}'}", key
+                f"{' '.join(argv[:2])} failed in {repo}: {detail[-1] if detail else f'exit {exc.returncode}'}",
+                key,
             ) from None
