@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from promcp.collectors._stream import SanitizedReader, as_text, iter_array, iter
 from promcp.errors import ImportFormatError
 from promcp.events import Event, Topology
 from promcp.recorder import DEFAULT_MAX_CONTENT_BYTES
+from promcp.store.files import missing_reason
+from promcp.store.runs import RunInfo, list_runs, remove_run
 
 #: progress(bytes read so far, conversations seen so far)
 Progress = Callable[[int, int], None]
@@ -36,6 +39,10 @@ class ImportSummary:
     bytes: int = 0
     problems: Problems = field(default_factory=Problems)
     datasets: list[Path] = field(default_factory=list)
+    #: (input file name, run id): files skipped because that run already holds the same content
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
+    #: run ids removed by ``replace`` (the same content imported again)
+    replaced: list[str] = field(default_factory=list)
 
     def skip(self, reason: str) -> None:
         self.skipped += 1
@@ -141,7 +148,7 @@ def parse_path(
 
 def _check(p: Path, fmt: str | None) -> str:
     if not p.exists():
-        raise ImportFormatError(f"{p}: no such file or directory")
+        raise ImportFormatError(f"{p}: {missing_reason(p)}")
     fmt = fmt or detect_format(p)
     if fmt not in FORMATS:
         raise ImportFormatError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -178,12 +185,15 @@ def import_path(
     sink: Callable[[Event], Any] | None = None,
     content: str = "redacted",
     max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
+    replace: bool = False,
 ) -> ImportSummary:
     """Import an export into the dataset ``out`` (one run per input file) and return what happened.
 
     ``since`` keeps conversations updated at or after it; ``conversation`` keeps one id. ``content`` and
     ``max_content_bytes`` say how the texts behind the counts are stored (see :class:`~promcp.recorder.Recorder`).
-    With ``sink`` the events go there instead of a dataset (tests, notebooks).
+    With ``sink`` the events go there instead of a dataset (tests, notebooks). A file whose content (SHA-256) a run
+    of ``out`` already holds is skipped (``summary.duplicates``); ``replace`` imports it again and then removes the
+    earlier run.
     """
     from promcp.recorder import Recorder
 
@@ -194,17 +204,24 @@ def import_path(
     tok = tokenizers.get(tokenizer or default_tok)
     summary = ImportSummary(path=p, format=fmt)
     done = [0, 0]
+    root = Path(out) if out is not None else Path()
     if sink is None and out is None:
         raise ImportFormatError("import_path needs an output directory or a sink")
     for file in input_files(p, fmt):
         recorder = None
         emit = sink
+        earlier: list[RunInfo] = []
         if emit is None:
+            digest = file_digest(file)
+            earlier = [r for r in list_runs(root) if r.meta.get("input_sha256") == digest]
+            if earlier and not replace:
+                summary.duplicates.append((file.name, earlier[0].run_id))
+                continue
             recorder = Recorder(
-                Path(out),  # type: ignore[arg-type]
+                root,
                 topology=Topology.C_OTS,
                 source=f"import:{fmt}",
-                meta={"input": file.name, "format": fmt, "tokenizer": tok.name},
+                meta={"input": file.name, "format": fmt, "tokenizer": tok.name, "input_sha256": digest},
                 content=content,
                 max_content_bytes=max_content_bytes,
             )
@@ -235,6 +252,9 @@ def import_path(
                 result = recorder.close()
                 if result is not None:
                     summary.datasets.append(result)
+        for run in earlier:  # the new run is safely in place: the one it replaces goes
+            remove_run(root, run)
+            summary.replaced.append(run.run_id)
     summary.bytes = done[0]
     unparsed = sum(
         1 for x in summary.problems.items if x.kind in ("skipped", INTERNAL) and "not parsed" in x.message
@@ -243,6 +263,18 @@ def import_path(
         summary.skipped += unparsed
         summary.skip_reasons["not a valid conversation object"] = unparsed
     return summary
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes (read 1 MiB at a time)."""
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except OSError as exc:
+        raise ImportFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return h.hexdigest()
 
 
 def events_of(path: str | Path, fmt: str | None = None, tokenizer: str | None = None) -> list[Event]:

@@ -222,6 +222,9 @@ def _summary(result: Any, path: Path | None, topology: str) -> int:
             f"{r.wall_ms / 1000:.1f}",
         )
     con.print(table)
+    for r in result.tasks:  # the reason behind every status that is not ok, one line each
+        if r.status != "ok" and r.error:
+            con.print(f"{escape(r.task_id)}: {r.status}: {escape(r.error)}", highlight=False, soft_wrap=True)
     if path is not None and result.tasks:
         try:
             from promcp.analysis.render import to_rich

@@ -132,6 +132,21 @@ async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: 
     try:
         async with asyncio.timeout(timeout_s):
             return await agent.run(task)
+    except asyncio.CancelledError:  # Ctrl-C / SIGTERM: the task did not finish; say so in the data
+        now = Clock.now()
+        with scope(task_id=task.id):
+            recorder.emit(
+                Event(
+                    stage=Stage.S6,
+                    status=Status.CANCELLED,
+                    error_type="interrupted",
+                    t_start_ns=start.wall_ns,
+                    t_end_ns=now.wall_ns,
+                    timing_quality=TimingQuality.NONE,
+                    attrs={"note": "the run was interrupted before this task finished"},
+                )
+            )
+        raise
     except TimeoutError:
         end = Clock.now()
         with scope(task_id=task.id):

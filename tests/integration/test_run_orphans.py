@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from promcp import analysis
 from tests.stubs.llm_http import Reply, StubServer, openai_text, openai_tool_call
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,3 +97,9 @@ def test_servers_die_with_the_run(tmp_path: Path, sig: signal.Signals) -> None:
     assert survivors == [], f"server processes outlived promcp run after {sig.name}"
     if sig is not signal.SIGKILL:
         assert proc.returncode == 130
+        # the task the interrupt cut short is marked so (it must not pass for a finished task)
+        df = analysis.load(tmp_path / "out")
+        last = df[df["stage"].astype(str) == "S6"]
+        assert list(last["status"].astype(str)) == ["cancelled"] and list(last["error_type"]) == [
+            "interrupted"
+        ]
