@@ -178,6 +178,13 @@ async def stop_process(process: Process, reaper: Reaper | None) -> None:
     if process.stdout is not None:
         with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             await process.stdout.aclose()
+    # asyncio's subprocess transport stays open while a survivor holds a pipe, and complains when collected after
+    # the loop closed; nothing public exposes it (the mcp SDK's stdio client closes it the same way)
+    transport = getattr(getattr(process, "_process", None), "_transport", None)
+    close = getattr(transport, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
     if reaper is not None:
         reaper.forget(process.pid)
     await anyio.lowlevel.checkpoint()
