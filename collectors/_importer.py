@@ -15,11 +15,9 @@ from promcp.collectors._detect import FORMATS, detect_format
 from promcp.collectors._model import Conversation
 from promcp.collectors._problems import INTERNAL, Problems, ShapeError
 from promcp.collectors._stream import SanitizedReader, as_text, iter_array, iter_jsonl, to_ns
+from promcp.content import DEFAULT_MAX_CONTENT_BYTES
 from promcp.errors import ImportFormatError
 from promcp.events import Event, Topology
-from promcp.recorder import DEFAULT_MAX_CONTENT_BYTES
-from promcp.store.files import missing_reason
-from promcp.store.runs import RunInfo, list_runs, remove_run
 
 #: progress(bytes read so far, conversations seen so far)
 Progress = Callable[[int, int], None]
@@ -148,6 +146,8 @@ def parse_path(
 
 def _check(p: Path, fmt: str | None) -> str:
     if not p.exists():
+        from promcp.store.files import missing_reason
+
         raise ImportFormatError(f"{p}: {missing_reason(p)}")
     fmt = fmt or detect_format(p)
     if fmt not in FORMATS:
@@ -195,7 +195,9 @@ def import_path(
     of ``out`` already holds is skipped (``summary.duplicates``); ``replace`` imports it again and then removes the
     earlier run.
     """
+    # (the store brings pyarrow: imported here, so parsing alone stays light)
     from promcp.recorder import Recorder
+    from promcp.store.runs import RunInfo, list_runs, remove_run
 
     p = Path(path)
     fmt = _check(p, fmt)

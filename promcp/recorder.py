@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import itertools
 import os
 import queue
@@ -31,53 +30,22 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any
 
 from promcp._version import __version__
+from promcp.content import (
+    DEFAULT_CONTENT,
+    DEFAULT_MAX_CONTENT_BYTES,
+    ContentMode,
+    content_mode,
+    digest_of,
+    stored_text,
+)
 from promcp.errors import PromcpError, StorageError
 from promcp.events import Event, Topology
-from promcp.redact import DEFAULT_PREVIEW_CHARS, preview, redact
+from promcp.redact import DEFAULT_PREVIEW_CHARS, preview
 from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
 from promcp.store.parquet import finalize
-
-ContentMode = Literal["full", "redacted", "none"]
-#: What ``--content`` accepts: ``redacted`` (default) keeps the texts the what-if and tokenizer comparisons recount,
-#: minus what must never be written (see docs/events.md); ``full`` keeps them verbatim; ``none`` keeps no text.
-CONTENT_MODES: Final[tuple[ContentMode, ...]] = ("redacted", "full", "none")
-DEFAULT_CONTENT: Final[ContentMode] = "redacted"
-#: Per captured text (UTF-8 bytes); longer texts are stored as a prefix, marked ``truncated``. 0/None: no cap.
-DEFAULT_MAX_CONTENT_BYTES: Final = 4 * 1024 * 1024
-#: Content texts up to this size are parsed as JSON when redacted (secrets found by key).
-_CONTENT_PARSE_LIMIT = 1024 * 1024
-_HASH_PIECE = 1 << 20
-
-
-def content_mode(value: str) -> ContentMode:
-    """``value`` as a content mode, or a ConfigError naming the choices."""
-    for mode in CONTENT_MODES:
-        if value == mode:
-            return mode
-    from promcp.errors import ConfigError
-
-    raise ConfigError(
-        f"content mode must be one of {', '.join(CONTENT_MODES)}, not {value!r}", key="--content"
-    )
-
-
-def _digest(text: str) -> tuple[str, int]:
-    """(BLAKE2b-128 hex of the UTF-8 text, its size in bytes), encoding at most 1 MiB at a time."""
-    h = hashlib.blake2b(digest_size=16)
-    size = 0
-    for start in range(0, max(len(text), 1), _HASH_PIECE):
-        data = text[start : start + _HASH_PIECE].encode("utf-8", "surrogatepass")
-        h.update(data)
-        size += len(data)
-    return h.hexdigest(), size
-
-
-def _prefix(text: str, limit: int) -> str:
-    """The longest prefix of ``text`` whose UTF-8 form fits ``limit`` bytes."""
-    return text[:limit].encode("utf-8", "surrogatepass")[:limit].decode("utf-8", "ignore")
 
 
 @dataclass(frozen=True)
@@ -314,22 +282,14 @@ class Recorder:
 
     def put_text(self, kind: str, text: str) -> str:
         """Capture ``text`` once per run under the hash of the original (as :attr:`content` says); return the hash."""
-        digest, size = _digest(text)
+        digest, size = digest_of(text)
         if self.content != "none" and digest not in self._blobs:
             self._blobs.add(digest)
             self._writer.append_blob(self._blob(digest, kind, text, size))
         return digest
 
     def _blob(self, digest: str, kind: str, text: str, size: int) -> Blob:
-        limit = self.max_content_bytes or 0
-        truncated = 0 < limit < size
-        stored = text
-        if truncated:  # keep a margin so a secret cut by the limit is still recognised
-            stored = _prefix(text, limit + 4096 if self.content == "redacted" else limit)
-        if self.content == "redacted":
-            stored = redact(stored, parse_limit=_CONTENT_PARSE_LIMIT)
-        if truncated:
-            stored = _prefix(stored, limit)
+        stored, truncated = stored_text(text, size, self.content, self.max_content_bytes)
         return Blob(
             blob=digest, kind=kind, text=stored, mode=self.content, original_bytes=size, truncated=truncated
         )

@@ -122,7 +122,7 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
 
 def add_content_options(p: argparse.ArgumentParser) -> None:
     """``--content`` and ``--max-content-bytes``: how the texts behind the counts are stored (docs/events.md)."""
-    from promcp.recorder import CONTENT_MODES, DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+    from promcp.content import CONTENT_MODES, DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
 
     p.add_argument(
         "--content",

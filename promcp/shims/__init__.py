@@ -13,7 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from promcp.recorder import DEFAULT_MAX_CONTENT_BYTES, Recorder
+from promcp.content import DEFAULT_MAX_CONTENT_BYTES
+from promcp.recorder import Recorder
 from promcp.shims import _mcp, _spans
 from promcp.shims._patch import Patches
 

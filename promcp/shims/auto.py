@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     target = args[0]
     enabled = os.environ.get("PROMCP_INSTRUMENT", "1").strip().lower() not in ("0", "false", "no", "off")
     if enabled:
-        from promcp.recorder import DEFAULT_MAX_CONTENT_BYTES
+        from promcp.content import DEFAULT_MAX_CONTENT_BYTES
         from promcp.shims import instrument
 
         max_bytes = os.environ.get("PROMCP_MAX_CONTENT_BYTES", "").strip()
