@@ -1,4 +1,5 @@
-"""``promcp report DIR``: the attribution tables of a dataset (finalizing leftover journals first)."""
+"""``promcp report DIR``: the attribution tables of a dataset (journals of crashed runs read in place; nothing is
+written)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "report",
         help="print phase attribution, latency segments, start-up and re-send tables of a dataset",
         description="Print the attribution tables of a promcp dataset (a directory written by run/import/"
-        "instrument, one run's events.parquet, or a journal). Unfinalized journals are finalized first.",
+        "instrument, one run's events.parquet, or a journal). Journals left by a crashed run are read in place; "
+        "reading never writes ('promcp finalize DIR' does).",
     )
     p.add_argument("path", help="dataset directory, run directory, events.parquet or journal file")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
