@@ -133,34 +133,31 @@ async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: 
         async with asyncio.timeout(timeout_s):
             return await agent.run(task)
     except asyncio.CancelledError:  # Ctrl-C / SIGTERM: the task did not finish; say so in the data
-        now = Clock.now()
-        with scope(task_id=task.id):
-            recorder.emit(
-                Event(
-                    stage=Stage.S6,
-                    status=Status.CANCELLED,
-                    error_type="interrupted",
-                    t_start_ns=start.wall_ns,
-                    t_end_ns=now.wall_ns,
-                    timing_quality=TimingQuality.NONE,
-                    attrs={"note": "the run was interrupted before this task finished"},
-                )
-            )
+        note = "the run was interrupted before this task finished"
+        _task_end(recorder, task, start, Status.CANCELLED, "interrupted", {"note": note})
         raise
     except TimeoutError:
-        end = Clock.now()
-        with scope(task_id=task.id):
-            recorder.emit(
-                Event(
-                    stage=Stage.S6,
-                    status=Status.TIMEOUT,
-                    error_type="task_timeout",
-                    t_start_ns=start.wall_ns,
-                    t_end_ns=end.wall_ns,
-                    timing_quality=TimingQuality.NONE,
-                    attrs={"timeout_s": timeout_s},
-                )
-            )
+        end = _task_end(recorder, task, start, Status.TIMEOUT, "task_timeout", {"timeout_s": timeout_s})
         return TaskResult(
             task.id, status="timeout", error=f"task exceeded {timeout_s:g} s", wall_ms=start.ms_to(end)
         )
+
+
+def _task_end(
+    recorder: Recorder, task: TaskConfig, start: Clock, status: Status, error_type: str, attrs: dict[str, Any]
+) -> Clock:
+    """The S6 event of a task that ended without an answer (timed out, interrupted); returns its end."""
+    end = Clock.now()
+    with scope(task_id=task.id):
+        recorder.emit(
+            Event(
+                stage=Stage.S6,
+                status=status,
+                error_type=error_type,
+                t_start_ns=start.wall_ns,
+                t_end_ns=end.wall_ns,
+                timing_quality=TimingQuality.NONE,
+                attrs=attrs,
+            )
+        )
+    return end

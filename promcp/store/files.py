@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from promcp.errors import ConfigError
+from promcp.errors import ConfigError, StorageError
 
 DEFAULT_FILE_MODE: Final = 0o600
 _ENV = "PROMCP_FILE_MODE"
@@ -77,6 +77,11 @@ def describe(exc: OSError) -> str:
         name = errno_.errorcode.get(exc.errno, "")
         return f"{exc.strerror or os.strerror(exc.errno)}{f' ({name})' if name else ''}"
     return str(exc) or type(exc).__name__
+
+
+def storage_error(exc: OSError, path: Path, template: str) -> StorageError:
+    """The one-line error for an OS refusal: ``template`` with ``{reason}`` replaced by :func:`describe`."""
+    return StorageError(template.replace("{reason}", describe(exc)), path=path, errno=exc.errno)
 
 
 def missing_reason(path: Path) -> str:

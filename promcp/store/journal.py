@@ -36,7 +36,7 @@ import msgspec
 
 from promcp.errors import JournalError, PromcpWarning, SchemaVersionError, StorageError
 from promcp.events import SCHEMA_VERSION, Event, decode_event, encode_event
-from promcp.store.files import describe, make_dirs, open_private
+from promcp.store.files import make_dirs, open_private, storage_error
 
 FsyncPolicy = Literal["group", "always", "interval", "never"]
 
@@ -102,10 +102,8 @@ class JournalWriter:
             make_dirs(path.parent)
             self._fd: int | None = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
         except OSError as exc:
-            raise StorageError(
-                f"cannot create the run's journal: {describe(exc)}; nothing was recorded",
-                path=path,
-                errno=exc.errno,
+            raise storage_error(
+                exc, path, "cannot create the run's journal: {reason}; nothing was recorded"
             ) from None
         # The writer holds an exclusive lock for as long as it records: readers (report, load) must not finalize
         # a live run's journal. The kernel drops the lock when the process dies, so a killed run is recoverable.
@@ -164,11 +162,11 @@ class JournalWriter:
                     os.fsync(self._fd)
                     self._last_sync = time.monotonic()
             except OSError as exc:
-                self.error = StorageError(
-                    f"cannot append to the journal: {describe(exc)}; the {self.lines} line(s) written before "
+                self.error = storage_error(
+                    exc,
+                    self.path,
+                    f"cannot append to the journal: {{reason}}; the {self.lines} line(s) written before "
                     f"are kept in it; make room, then run `promcp finalize {self.path.parent.parent}`",
-                    path=self.path,
-                    errno=exc.errno,
                 )
                 raise self.error from None
             self.lines += 1
@@ -195,11 +193,11 @@ class JournalWriter:
                 try:
                     os.fsync(fd)
                 except OSError as exc:
-                    raise StorageError(
-                        f"cannot sync the journal to disk: {describe(exc)}; the lines the disk accepted are "
+                    raise storage_error(
+                        exc,
+                        self.path,
+                        "cannot sync the journal to disk: {reason}; the lines the disk accepted are "
                         f"kept; run `promcp finalize {self.path.parent.parent}` once the disk is healthy",
-                        path=self.path,
-                        errno=exc.errno,
                     ) from None
                 finally:
                     os.close(fd)

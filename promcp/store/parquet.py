@@ -40,7 +40,7 @@ from promcp.errors import (
     TraceError,
 )
 from promcp.events import COLUMNS, SCHEMA_VERSION, Event
-from promcp.store.files import describe, make_dirs, missing_reason, open_private
+from promcp.store.files import describe, make_dirs, missing_reason, open_private, storage_error
 from promcp.store.journal import (
     Blob,
     JournalHeader,
@@ -282,12 +282,12 @@ def finalize(journal: Path, *, keep_journal: bool = False) -> Path:
                     journal_lines=contents.lines,
                 )
             except OSError as exc:
-                raise StorageError(
-                    f"cannot write the run's Parquet file: {describe(exc)}; nothing was lost: the journal "
+                raise storage_error(
+                    exc,
+                    root,
+                    "cannot write the run's Parquet file: {reason}; nothing was lost: the journal "
                     f"{journal} keeps all {n_events} event(s); make room (or make the folder writable), then "
                     f"run `promcp finalize {root}`",
-                    path=root,
-                    errno=exc.errno,
                 ) from None
             finally:
                 del contents
@@ -332,10 +332,10 @@ def finalize_pending(root: Path) -> list[Path]:
             try:
                 journal.unlink()
             except OSError as exc:
-                raise StorageError(
-                    f"already finalized as {existing}, but the journal could not be removed ({describe(exc)})",
-                    path=journal,
-                    errno=exc.errno,
+                raise storage_error(
+                    exc,
+                    journal,
+                    f"already finalized as {existing}, but the journal could not be removed ({{reason}})",
                 ) from None
             done.append(existing)
             continue

@@ -16,7 +16,7 @@ import msgspec
 import pyarrow.parquet as pq
 
 from promcp.errors import StorageError
-from promcp.store.files import describe
+from promcp.store.files import storage_error
 from promcp.store.journal import JournalHeader, is_live, iter_journals
 from promcp.store.parquet import CONTENT_DIR, EVENTS_FILE, META_RUN
 
@@ -71,7 +71,7 @@ def remove_run(root: Path, run: RunInfo) -> None:
         try:
             path.unlink(missing_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot remove {path}: {describe(exc)}", path=path, errno=exc.errno) from None
+            raise storage_error(exc, path, f"cannot remove {path}: {{reason}}") from None
         if path.name == EVENTS_FILE:
             with contextlib.suppress(OSError):
                 path.parent.rmdir()
