@@ -12,7 +12,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promcp.analysis.engine import ParquetEvents, RunRef
-from promcp.store.parquet import ARROW_SCHEMA, CONTENT_SCHEMA, content_files, discover
+from promcp.store.parquet import (
+    ARROW_SCHEMA,
+    CONTENT_SCHEMA,
+    RunFile,
+    content_files,
+    content_table,
+    discover,
+    journal_blobs,
+)
 
 
 def _unify(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
@@ -27,32 +35,43 @@ def _unify(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=wanted)
 
 
-def load_table(path: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
-    """All events under ``path`` as one Arrow table (only ``columns`` if given).
+def _read(run: RunFile, columns: Sequence[str] | None) -> pa.Table:
+    if run.table is not None:  # a journal read in place
+        return _unify(run.table, columns)
+    present = pq.read_schema(run.path).names
+    read_cols = [c for c in (columns or ARROW_SCHEMA.names) if c in present]
+    return _unify(pq.read_table(run.path, columns=read_cols), columns)
 
-    ``path`` may be a dataset directory, a run directory, an ``events.parquet`` file or a journal; journals are
-    finalized first. Unusable files are skipped with a :class:`~promcp.errors.PromcpWarning` naming them.
-    """
-    runs = discover(Path(path))
+
+def _tables(runs: Sequence[RunFile], columns: Sequence[str] | None) -> pa.Table:
     if columns is not None:
         unknown = [c for c in columns if c not in ARROW_SCHEMA.names]
         if unknown:
             raise KeyError(f"unknown event columns: {', '.join(unknown)}")
-    tables = []
-    for run in runs:
-        present = pq.read_schema(run.path).names
-        read_cols = [c for c in (columns or ARROW_SCHEMA.names) if c in present]
-        tables.append(_unify(pq.read_table(run.path, columns=read_cols), columns))
+    tables = [_read(run, columns) for run in runs]
     return pa.concat_tables(tables, promote_options="permissive").unify_dictionaries()
 
 
-def scan(path: str | Path) -> ParquetEvents:
+def load_table(path: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """All events under ``path`` as one Arrow table (only ``columns`` if given).
+
+    ``path`` may be a dataset directory, a run directory, an ``events.parquet`` file or a journal. Reading never
+    writes: journals left by a crashed run are read in place (``promcp finalize`` turns them into Parquet files).
+    Unusable files are skipped with a :class:`~promcp.errors.PromcpWarning` naming them.
+    """
+    return _tables(discover(Path(path)), columns)
+
+
+def scan(path: str | Path) -> ParquetEvents | pa.Table:
     """The run files under ``path``, validated (schema version, promcp metadata) but not loaded.
 
     Pass the result to any table function: DuckDB then reads only the columns each query needs, on every core.
-    Journals are finalized first, as for :func:`load`.
+    When the dataset still holds journals (a crashed run, not finalized), they are read in place and everything is
+    returned as one Arrow table instead (``promcp finalize DIR`` makes the dataset scannable again).
     """
     runs = discover(Path(path))
+    if any(run.from_journal for run in runs):
+        return _tables(runs, None)
     names: dict[str, None] = {}
     for run in runs:
         names.update(dict.fromkeys(pq.read_schema(run.path).names))
@@ -120,13 +139,35 @@ def load(path: str | Path, columns: Sequence[str] | None = None) -> pd.DataFrame
     return to_frame(load_table(path, columns))
 
 
+def _content_file(path: Path) -> pa.Table:
+    """One ``_content`` file at the current schema (files written before ``mode``/``original_bytes``/``truncated``
+    existed held full text)."""
+    table = pq.read_table(path)
+    n = table.num_rows
+    defaults = {
+        "mode": pa.array(["full"] * n, pa.string()).dictionary_encode(),
+        "original_bytes": pa.nulls(n, pa.int64()),
+        "truncated": pa.array([False] * n, pa.bool_()),
+    }
+    arrays = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else defaults[f.name]
+        for f in CONTENT_SCHEMA
+    ]
+    return pa.Table.from_arrays(arrays, schema=CONTENT_SCHEMA)
+
+
 def load_content(path: str | Path) -> pd.DataFrame:
-    """Captured content (tool schemas, results, prompts) of the dataset ``path`` belongs to: hash, kind, text."""
-    files = content_files(Path(path))
-    if not files:
-        return pd.DataFrame(
-            {"hash": pd.Series(dtype=str), "kind": pd.Series(dtype=str), "text": pd.Series(dtype=str)}
-        )
-    tables = [pq.read_table(f).cast(CONTENT_SCHEMA) for f in files]
+    """Captured content (tool schemas, results, prompts) of the dataset ``path`` belongs to.
+
+    Columns: ``hash`` (of the original text), ``kind``, ``text`` (as stored), ``mode`` (``full`` or ``redacted``),
+    ``original_bytes``, ``truncated``. Journals not finalized yet are read in place.
+    """
+    p = Path(path)
+    tables = [_content_file(f) for f in content_files(p)]
+    blobs = journal_blobs(p)
+    if blobs:
+        tables.append(content_table(blobs))
+    if not tables:
+        return CONTENT_SCHEMA.empty_table().to_pandas()
     table = pa.concat_tables(tables).unify_dictionaries()
     return table.to_pandas().drop_duplicates("hash", ignore_index=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +13,9 @@ from promcp.collectors import chatgpt, claude_ai, claude_code
 from promcp.collectors._build import Builder
 from promcp.collectors._detect import FORMATS, detect_format
 from promcp.collectors._model import Conversation
-from promcp.collectors._problems import Problems
+from promcp.collectors._problems import INTERNAL, Problems, ShapeError
 from promcp.collectors._stream import SanitizedReader, as_text, iter_array, iter_jsonl, to_ns
+from promcp.content import DEFAULT_MAX_CONTENT_BYTES
 from promcp.errors import ImportFormatError
 from promcp.events import Event, Topology
 
@@ -35,6 +37,10 @@ class ImportSummary:
     bytes: int = 0
     problems: Problems = field(default_factory=Problems)
     datasets: list[Path] = field(default_factory=list)
+    #: (input file name, run id): files skipped because that run already holds the same content
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
+    #: run ids removed by ``replace`` (the same content imported again)
+    replaced: list[str] = field(default_factory=list)
 
     def skip(self, reason: str) -> None:
         self.skipped += 1
@@ -93,34 +99,33 @@ def parse_guarded(
     offset: int | None,
     line: int | None = None,
 ) -> Conversation | None:
-    """Parse one conversation; a shape no parser expected is reported (with where) and skipped, never raised."""
+    """Parse one conversation; a shape the parser refuses is reported (``skipped``, with where) and skipped.
+
+    Any other exception is a bug in a parser, not bad input: it is reported as ``internal_error`` (asking for a
+    report) and the other conversations still import.
+    """
     try:
         return parse(doc, problems, index, offset)
+    except ShapeError as exc:
+        kind, message = "skipped", f"conversation {index} not parsed: {exc}"
     except Exception as exc:  # the boundary: one odd conversation never costs the others
-        cid = (
-            (doc.get("uuid") or doc.get("conversation_id") or doc.get("id"))
-            if isinstance(doc, dict)
-            else None
-        )
-        problems.add(
-            "skipped",
-            f"conversation {index} not parsed ({type(exc).__name__}: {exc})",
-            conversation=as_text(cid) or f"#{index}",
-            offset=offset,
-            line=line,
-        )
-        return None
+        kind, message = INTERNAL, _bug(f"conversation {index} not parsed", exc)
+    cid = (doc.get("uuid") or doc.get("conversation_id") or doc.get("id")) if isinstance(doc, dict) else None
+    problems.add(kind, message, conversation=as_text(cid) or f"#{index}", offset=offset, line=line)
+    return None
 
 
 def build_guarded(builder: Builder, conv: Conversation, problems: Problems) -> list[Event] | None:
-    """The events of one conversation, or None (reported) when they cannot be built."""
+    """The events of one conversation, or None (reported as ``internal_error``) when they cannot be built."""
     try:
         return list(builder.events(conv))
     except Exception as exc:  # the boundary, as in parse_guarded
-        problems.add(
-            "skipped", f"events could not be built ({type(exc).__name__}: {exc})", conversation=conv.id
-        )
+        problems.add(INTERNAL, _bug("events could not be built", exc), conversation=conv.id)
         return None
+
+
+def _bug(what: str, exc: Exception) -> str:
+    return f"{what} ({type(exc).__name__}: {exc}); this is a bug in promcp's importer, please report it"
 
 
 def parse_path(
@@ -141,7 +146,9 @@ def parse_path(
 
 def _check(p: Path, fmt: str | None) -> str:
     if not p.exists():
-        raise ImportFormatError(f"{p}: no such file or directory")
+        from promcp.store.files import missing_reason
+
+        raise ImportFormatError(f"{p}: {missing_reason(p)}")
     fmt = fmt or detect_format(p)
     if fmt not in FORMATS:
         raise ImportFormatError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -176,13 +183,21 @@ def import_path(
     conversation: str | None = None,
     progress: Progress | None = None,
     sink: Callable[[Event], Any] | None = None,
+    content: str = "redacted",
+    max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
+    replace: bool = False,
 ) -> ImportSummary:
     """Import an export into the dataset ``out`` (one run per input file) and return what happened.
 
-    ``since`` keeps conversations updated at or after it; ``conversation`` keeps one id. With ``sink`` the events
-    go there instead of a dataset (tests, notebooks).
+    ``since`` keeps conversations updated at or after it; ``conversation`` keeps one id. ``content`` and
+    ``max_content_bytes`` say how the texts behind the counts are stored (see :class:`~promcp.recorder.Recorder`).
+    With ``sink`` the events go there instead of a dataset (tests, notebooks). A file whose content (SHA-256) a run
+    of ``out`` already holds is skipped (``summary.duplicates``); ``replace`` imports it again and then removes the
+    earlier run.
     """
+    # (the store brings pyarrow: imported here, so parsing alone stays light)
     from promcp.recorder import Recorder
+    from promcp.store.runs import RunInfo, list_runs, remove_run
 
     p = Path(path)
     fmt = _check(p, fmt)
@@ -191,17 +206,26 @@ def import_path(
     tok = tokenizers.get(tokenizer or default_tok)
     summary = ImportSummary(path=p, format=fmt)
     done = [0, 0]
+    root = Path(out) if out is not None else Path()
     if sink is None and out is None:
         raise ImportFormatError("import_path needs an output directory or a sink")
     for file in input_files(p, fmt):
         recorder = None
         emit = sink
+        earlier: list[RunInfo] = []
         if emit is None:
+            digest = file_digest(file)
+            earlier = [r for r in list_runs(root) if r.meta.get("input_sha256") == digest]
+            if earlier and not replace:
+                summary.duplicates.append((file.name, earlier[0].run_id))
+                continue
             recorder = Recorder(
-                Path(out),  # type: ignore[arg-type]
+                root,
                 topology=Topology.C_OTS,
                 source=f"import:{fmt}",
-                meta={"input": file.name, "format": fmt, "tokenizer": tok.name},
+                meta={"input": file.name, "format": fmt, "tokenizer": tok.name, "input_sha256": digest},
+                content=content,
+                max_content_bytes=max_content_bytes,
             )
             emit = recorder.emit
         builder = Builder(tok, provider=provider, put_text=recorder.put_text if recorder else None)
@@ -216,11 +240,9 @@ def import_path(
                 if not conv.tasks:
                     summary.skip("no user prompt or reply on the active branch")
                     continue
-                try:
-                    events = list(builder.events(conv))
-                except (ValueError, TypeError) as exc:  # one odd conversation never costs the others
-                    summary.problems.add("skipped", f"events could not be built: {exc}", conversation=conv.id)
-                    summary.skip("events could not be built")
+                events = build_guarded(builder, conv, summary.problems)
+                if events is None:
+                    summary.skip("events could not be built (internal error)")
                     continue
                 for event in events:
                     emit(event)
@@ -232,12 +254,29 @@ def import_path(
                 result = recorder.close()
                 if result is not None:
                     summary.datasets.append(result)
+        for run in earlier:  # the new run is safely in place: the one it replaces goes
+            remove_run(root, run)
+            summary.replaced.append(run.run_id)
     summary.bytes = done[0]
-    unparsed = sum(1 for x in summary.problems.items if x.kind == "skipped" and "not parsed" in x.message)
+    unparsed = sum(
+        1 for x in summary.problems.items if x.kind in ("skipped", INTERNAL) and "not parsed" in x.message
+    )
     if unparsed:
         summary.skipped += unparsed
         summary.skip_reasons["not a valid conversation object"] = unparsed
     return summary
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes (read 1 MiB at a time)."""
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except OSError as exc:
+        raise ImportFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return h.hexdigest()
 
 
 def events_of(path: str | Path, fmt: str | None = None, tokenizer: str | None = None) -> list[Event]:

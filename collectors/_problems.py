@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+#: The kind of a problem no parser classified: an exception escaped one (a bug in promcp, not bad input).
+INTERNAL: str = "internal_error"
+
+
+class ShapeError(ValueError):
+    """A parser refuses a value's shape (a conversation that is not an object…): reported as ``skipped``."""
+
 
 @dataclass(frozen=True)
 class Problem:
     """One thing in the input that could not be used as it was (the rest was kept)."""
 
     file: str
-    kind: str  # short reason: truncated, invalid_utf8, unknown_block, orphan_result, duplicate, skipped, …
+    kind: str  # short reason: truncated, too_deep, invalid_utf8, unknown_block, duplicate, skipped, … (INTERNAL: a bug)
     message: str
     conversation: str | None = None
     offset: int | None = None  # byte offset in the file (streamed arrays: the end of the chunk being read)

@@ -16,8 +16,8 @@ import json
 from typing import Any
 
 from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse
-from promcp.collectors._problems import Problems
-from promcp.collectors._stream import as_dict, as_text, to_ns
+from promcp.collectors._problems import Problems, ShapeError
+from promcp.collectors._stream import as_dict, as_list, as_text, to_ns
 from promcp.events import TimingQuality
 
 
@@ -59,7 +59,7 @@ def content_text(content: Any) -> str:
     if kind == "thoughts":
         return "\n".join(
             as_text(t.get("content") or t.get("summary"))
-            for t in content.get("thoughts") or []
+            for t in as_list(content.get("thoughts"))
             if isinstance(t, dict)
         )
     if kind == "reasoning_recap":
@@ -103,7 +103,7 @@ def parse_conversation(
     doc: Any, problems: Problems, index: int = 0, offset: int | None = None
 ) -> Conversation:
     if not isinstance(doc, dict):
-        raise ValueError("a conversation is not a JSON object")
+        raise ShapeError("a conversation is not a JSON object")
     conv_id = as_text(doc.get("conversation_id") or doc.get("id")) or f"#{index}"
     conv = Conversation(
         id=conv_id,
@@ -138,7 +138,7 @@ def parse_conversation(
             continue
         if role == "user":
             task = Task(prompt=text, at=_time(msg, False))
-            for att in meta.get("attachments") or []:
+            for att in as_list(meta.get("attachments")):
                 if isinstance(att, dict) and isinstance(att.get("file_token_size"), int):
                     task.attachment_tokens.append(
                         (as_text(att.get("name")) or "file", att["file_token_size"])

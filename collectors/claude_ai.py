@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse
-from promcp.collectors._problems import Problems
+from promcp.collectors._problems import Problems, ShapeError
 from promcp.collectors._stream import as_list, as_text, clean_text, to_ns
 from promcp.events import TimingQuality
 
@@ -108,7 +108,7 @@ def parse_conversation(
 ) -> Conversation:
     """One export conversation object → its tasks (``index`` names conversations without a uuid)."""
     if not isinstance(doc, dict):
-        raise ValueError("a conversation is not a JSON object")
+        raise ShapeError("a conversation is not a JSON object")
     conv_id = as_text(doc.get("uuid")) or f"#{index}"
     conv = Conversation(
         id=conv_id,
@@ -180,11 +180,11 @@ def _human(
                 detail=f"human:{kind}",
             )
     task.prompt = "\n".join(t for t in texts if t) if texts else as_text(msg.get("text"))
-    for att in msg.get("attachments") or []:
+    for att in as_list(msg.get("attachments")):
         if isinstance(att, dict):
             name = as_text(att.get("file_name")) or "attachment"
             task.attachments.append((name, as_text(att.get("extracted_content"))))
-    files = [f for f in msg.get("files") or [] if isinstance(f, dict)]
+    files = [f for f in as_list(msg.get("files")) if isinstance(f, dict)]
     if files:
         task.attrs["file_refs"] = [
             *task.attrs.get("file_refs", []),

@@ -8,7 +8,8 @@ Every error promcp raises on purpose derives from :class:`PromcpError`, so calle
     │   ├── NotATraceError         the path holds no promcp journal or dataset
     │   ├── JournalError           a journal line is corrupt (names file and line)
     │   ├── RunInProgressError     a journal is still being written by a live process
-    │   └── SchemaVersionError     a file was written by a newer promcp schema
+    │   ├── SchemaVersionError     a file was written by a newer promcp schema
+    │   └── StorageError           the disk refused a read or write (full, read-only, permissions): says what was kept
     ├── TokenizerError         an unknown tokenizer name, or a tokenizer file that fails to load or verify
     ├── ImportFormatError      an export file cannot be parsed (names file, conversation, offset)
     ├── ServerError            an MCP server failed to start, crashed, hung or spoke garbage
@@ -42,10 +43,25 @@ class ConfigError(PromcpError):
         self.source = str(source) if source is not None else None
         self.key = key
         self.line = line
+        #: the message without the place
+        self.message = message
         where = ":".join(str(p) for p in (self.source, line) if p is not None)
         if key:
             where = f"{where} [{key}]" if where else f"[{key}]"
         super().__init__(f"{where}: {message}" if where else message)
+
+    @classmethod
+    def combine(cls, errors: list[ConfigError], *, more: int = 0) -> ConfigError:
+        """One error listing several (one line each, each naming its place); the first one's place is kept."""
+        if len(errors) == 1 and not more:
+            return errors[0]
+        first = errors[0]
+        lines = [str(e) for e in errors]
+        if more:
+            lines.append(f"… and {more} more problem(s)")
+        combined = cls(first.message, source=first.source, key=first.key, line=first.line)
+        combined.args = ("\n".join(lines),)
+        return combined
 
 
 class TraceError(PromcpError):
@@ -75,6 +91,17 @@ class RunInProgressError(TraceError):
 
 class SchemaVersionError(TraceError):
     """A file was written with a newer event schema than this promcp understands."""
+
+
+class StorageError(TraceError):
+    """The operating system refused a read or write of a dataset file (disk full, read-only, permissions).
+
+    The message is one line: the path, the OS's reason, what was kept and how to finish.
+    """
+
+    def __init__(self, message: str, *, path: str | Path | None = None, errno: int | None = None) -> None:
+        self.errno = errno
+        super().__init__(message, path=path)
 
 
 class TokenizerError(PromcpError):

@@ -9,7 +9,9 @@ rows and hand them to the active recorder. The recorder
 * truncates and redacts previews,
 * appends the event to the run's journal before returning (or, with :meth:`emit_later`, after a worker thread has
   computed what the hot path should not, such as token counts),
-* captures content (schemas, results, prompts) once per hash when ``capture_content`` is on,
+* captures content (schemas, results, prompts, answers) once per hash: ``content="redacted"`` (the default) stores
+  it with secrets removed, ``"full"`` verbatim, ``"none"`` not at all; each text is cut at ``max_content_bytes``
+  (the cut is recorded with the blob). Token counts are always taken from the original text,
 * finalizes the journal into the run's Parquet file on :meth:`close` (also on Ctrl-C/SIGTERM when the CLI runs it).
 
 Nothing here knows about MCP or LLMs; nothing in analysis knows about recorders.
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import itertools
 import os
 import queue
@@ -32,7 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from promcp._version import __version__
-from promcp.errors import PromcpError
+from promcp.content import (
+    DEFAULT_CONTENT,
+    DEFAULT_MAX_CONTENT_BYTES,
+    ContentMode,
+    content_mode,
+    digest_of,
+    stored_text,
+)
+from promcp.errors import PromcpError, StorageError
 from promcp.events import Event, Topology
 from promcp.redact import DEFAULT_PREVIEW_CHARS, preview
 from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
@@ -102,6 +111,14 @@ def sdk_versions() -> str:
     return ";".join(parts)
 
 
+def _reason(exc: StorageError) -> str:
+    """The OS's reason inside a StorageError message (what follows the path, up to the first semicolon)."""
+    text = str(exc)
+    if exc.path and text.startswith(f"{exc.path}: "):
+        text = text[len(exc.path) + 2 :]
+    return text.split(";", 1)[0]
+
+
 class Recorder:
     """Journals one run's events into the dataset directory ``out``.
 
@@ -118,7 +135,9 @@ class Recorder:
         benchmark: str | None = None,
         meta: dict[str, Any] | None = None,
         fsync: FsyncPolicy = "group",
-        capture_content: bool = True,
+        content: str = DEFAULT_CONTENT,
+        max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
+        capture_content: bool | None = None,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
     ) -> None:
         self.out = Path(out)
@@ -126,7 +145,9 @@ class Recorder:
         self.source = source
         self.run_id = run_id or new_run_id()
         self.benchmark = benchmark
-        self.capture_content = capture_content
+        #: ``full``, ``redacted`` or ``none`` (``capture_content=False``, the older spelling, means ``none``)
+        self.content: ContentMode = "none" if capture_content is False else content_mode(content)
+        self.max_content_bytes = max_content_bytes or None
         self.preview_chars = preview_chars
         self.sdk_versions = sdk_versions()
         self.journal_path = self.out / JOURNAL_DIR / f"{self.run_id}{JOURNAL_SUFFIX}"
@@ -138,6 +159,8 @@ class Recorder:
             created_ns=time.time_ns(),
             promcp_version=__version__,
             meta=dict(meta or {}),
+            content=self.content,
+            max_content_bytes=self.max_content_bytes,
         )
         self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
         self._seq = itertools.count()
@@ -253,13 +276,23 @@ class Recorder:
             finally:
                 self._drain.clear()
 
+    @property
+    def capture_content(self) -> bool:
+        return self.content != "none"
+
     def put_text(self, kind: str, text: str) -> str:
-        """Capture ``text`` once per run under its hash (when ``capture_content`` is on); return the hash."""
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-        if self.capture_content and digest not in self._blobs:
+        """Capture ``text`` once per run under the hash of the original (as :attr:`content` says); return the hash."""
+        digest, size = digest_of(text)
+        if self.content != "none" and digest not in self._blobs:
             self._blobs.add(digest)
-            self._writer.append_blob(Blob(blob=digest, kind=kind, text=text))
+            self._writer.append_blob(self._blob(digest, kind, text, size))
         return digest
+
+    def _blob(self, digest: str, kind: str, text: str, size: int) -> Blob:
+        stored, truncated = stored_text(text, size, self.content, self.max_content_bytes)
+        return Blob(
+            blob=digest, kind=kind, text=stored, mode=self.content, original_bytes=size, truncated=truncated
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -294,7 +327,26 @@ class Recorder:
         if _global_recorder is self:
             _global_recorder = None
         if finalize_run:
-            self.result_path = finalize(self.journal_path)
+            stopped = self._writer.error
+            try:
+                self.result_path = finalize(self.journal_path)
+            except StorageError as exc:
+                if stopped is None:
+                    raise
+                raise StorageError(
+                    f"recording stopped: {_reason(stopped)}; the {self.events} event(s) recorded before are kept "
+                    f"in the journal, which could not be finalized either ({_reason(exc)}); make room, then run "
+                    f"`promcp finalize {self.out}`",
+                    path=self.journal_path,
+                    errno=stopped.errno,
+                ) from None
+            if stopped is not None:
+                raise StorageError(
+                    f"recording stopped: {_reason(stopped)}; the {self.events} event(s) recorded before were "
+                    f"finalized into {self.result_path}",
+                    path=self.journal_path,
+                    errno=stopped.errno,
+                )
         return self.result_path
 
     @property

@@ -17,7 +17,7 @@ from promcp._version import __version__
 from promcp.cli._common import run_command
 
 #: Subcommand modules, in the order ``promcp --help`` lists them.
-COMMAND_MODULES = ("run", "doctor", "import_", "report", "diff", "whatif", "bench")
+COMMAND_MODULES = ("run", "import_", "report", "diff", "doctor", "whatif", "bench", "finalize")
 
 
 def build_parser() -> argparse.ArgumentParser:

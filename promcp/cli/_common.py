@@ -24,12 +24,16 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from promcp._version import __version__
 from promcp.errors import PromcpError, PromcpWarning
+from promcp.store.files import describe
 
 #: Exit status for a usage or input error reported by promcp (argparse uses 2 too).
 EXIT_USAGE = 2
 #: Exit status after Ctrl-C / SIGTERM (128 + SIGINT), once recorded data has been finalized.
 EXIT_INTERRUPTED = 130
+#: Exit status after an internal error (a bug in promcp; sysexits' EX_SOFTWARE).
+EXIT_INTERNAL = 70
 
 _stderr = Console(stderr=True, highlight=False)
 _stdout = Console(highlight=False)
@@ -74,7 +78,8 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         return int(func(args) or 0)
     except PromcpError as exc:
         # escaped: a location such as "[llm.model]" is text, not rich markup
-        _stderr.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            _stderr.print(f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         _stderr.print("[yellow]interrupted[/]: recorded events were finalized", markup=True)
@@ -83,10 +88,68 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         with contextlib.suppress(Exception):
             sys.stdout.close()
         return 0
+    except (
+        OSError
+    ) as exc:  # the OS refused something promcp's own handling did not expect: one line, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        _stderr.print(
+            f"[bold red]error:[/] {escape(where + describe(exc))}",
+            markup=True,
+            highlight=False,
+            soft_wrap=True,
+        )
+        return EXIT_USAGE
+    except MemoryError:
+        _stderr.print(
+            "[bold red]error:[/] out of memory; data recorded before this point is in the dataset's journal",
+            markup=True,
+            highlight=False,
+        )
+        return EXIT_USAGE
+    except Exception:  # an internal bug: show it, and say so
+        _stderr.print_exception()
+        _stderr.print(
+            f"[bold red]internal error[/] in promcp {__version__}: this is a bug, not a problem with your "
+            "input; please report it with the traceback above",
+            markup=True,
+            highlight=False,
+        )
+        return EXIT_INTERNAL
     finally:
         warnings.showwarning = old_show
         with contextlib.suppress(ValueError, TypeError):
             signal.signal(signal.SIGTERM, previous)
+
+
+def add_content_options(p: argparse.ArgumentParser) -> None:
+    """``--content`` and ``--max-content-bytes``: how the texts behind the counts are stored (docs/events.md)."""
+    from promcp.content import CONTENT_MODES, DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+
+    p.add_argument(
+        "--content",
+        choices=CONTENT_MODES,
+        default=DEFAULT_CONTENT,
+        help="store the prompts, tool schemas, results and answers behind the counts: redacted (default: secrets "
+        "such as API keys, tokens, passwords and e-mail addresses removed), full (verbatim) or none",
+    )
+    p.add_argument(
+        "--max-content-bytes",
+        type=_byte_count,
+        default=DEFAULT_MAX_CONTENT_BYTES,
+        metavar="N",
+        help=f"store at most N bytes of each text (a longer one is cut and marked truncated; 0: no cap; default "
+        f"{DEFAULT_MAX_CONTENT_BYTES} = 4 MiB)",
+    )
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 (no cap) or more")
+    return value
 
 
 @contextlib.contextmanager

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import TaskID
 from rich.table import Table
 
-from promcp.cli._common import progress, stderr, stdout
+from promcp.cli._common import add_content_options, progress, stderr, stdout
 from promcp.collectors import ImportSummary
 
 
@@ -32,6 +33,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="count tokens with this tokenizer (default: approx:claude for Claude exports, o200k_base for ChatGPT)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no problem list")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="import a file whose content was imported before again, and remove the earlier run "
+        "(default: skip it with a note)",
+    )
+    add_content_options(p)
     p.set_defaults(func=_run)
 
 
@@ -58,13 +66,21 @@ def _run(args: argparse.Namespace) -> int:
                     since=args.since,
                     conversation=args.conversation,
                     progress=tick,
+                    content=args.content,
+                    max_content_bytes=args.max_content_bytes,
+                    replace=args.replace,
                 )
             )
             bar.update(task_id, completed=total)
     if not args.quiet:
         for s in summaries:
             for problem in s.problems.items:
-                stderr().print(f"[yellow]problem:[/] {problem}", markup=True, highlight=False, soft_wrap=True)
+                stderr().print(
+                    f"[yellow]problem:[/] {escape(str(problem))}",
+                    markup=True,
+                    highlight=False,
+                    soft_wrap=True,
+                )
     stdout().print(_table(summaries))
     out = stdout()
     for line in _reasons(summaries):
@@ -72,7 +88,17 @@ def _run(args: argparse.Namespace) -> int:
     for s in summaries:
         for ds in s.datasets:
             out.print(f"wrote {ds}", highlight=False, soft_wrap=True)
-    return 0 if any(s.imported for s in summaries) or not any(s.problems.items for s in summaries) else 1
+        for name, run_id in s.duplicates:
+            out.print(
+                f"note: {name} was imported before as run {run_id} (same content): skipped; "
+                "--replace imports it again and removes that run",
+                highlight=False,
+                soft_wrap=True,
+            )
+        for run_id in s.replaced:
+            out.print(f"replaced run {run_id}", highlight=False, soft_wrap=True)
+    done = any(s.imported or s.duplicates for s in summaries)
+    return 0 if done or not any(s.problems.items for s in summaries) else 1
 
 
 def _size(path: Path) -> int:

@@ -1,4 +1,5 @@
-"""``promcp report DIR``: the attribution tables of a dataset, of some of its runs or tasks (docs/report.md)."""
+"""``promcp report DIR``: the attribution tables of a dataset, of some of its runs or tasks (docs/report.md).
+Journals of crashed runs are read in place; nothing is written."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="print phase attribution, latency segments, start-up, re-send, task and error tables of a dataset",
         description="Print the attribution tables of a promcp dataset (a directory written by run/import/"
         "instrument, one run's events.parquet, or a journal). Only complete tasks are counted; the others are "
-        "named in a note (see --include-incomplete, --errors, --section tasks).",
+        "named in a note (see --include-incomplete, --errors, --section tasks). Journals left by a "
+        "crashed run are read in place; reading never writes ('promcp finalize DIR' does).",
     )
     p.add_argument("path", help="dataset directory, run directory, events.parquet or journal file")
     p.add_argument(

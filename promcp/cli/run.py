@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from promcp.cli._common import stderr, stdout
+from promcp.cli._common import add_content_options, stderr, stdout
 from promcp.errors import ConfigError
 from promcp.events import Topology
 from promcp.recorder import Recorder, new_run_id
@@ -60,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="first check loopback, node, servers, model, API key and endpoint (as promcp doctor); stop if one fails",
     )
+    add_content_options(p)
     p.set_defaults(func=_run)
 
 
@@ -159,7 +160,15 @@ def _run(args: argparse.Namespace) -> int:
         "tasks": [t.id for t in tasks],
         "dry_run": bool(args.dry_run),
     }
-    with Recorder(out, topology=topology, run_id=run_id, benchmark=bench.name, meta=meta) as rec:
+    with Recorder(
+        out,
+        topology=topology,
+        run_id=run_id,
+        benchmark=bench.name,
+        meta=meta,
+        content=args.content,
+        max_content_bytes=args.max_content_bytes,
+    ) as rec:
         try:
             with TaskProgress(err, len(tasks)) as view:
                 result = asyncio.run(

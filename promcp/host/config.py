@@ -129,6 +129,12 @@ class Benchmark:
     workspace_git_repos: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: auto | required | none, or first: a tool call is required until the model has called one
     tool_choice: str = "auto"
+    #: ``{key path: line}`` of the file, for errors found later (e.g. while the workspace is written)
+    lines: Mapping[str, int] = field(default_factory=dict)
+
+    def error(self, message: str, key: str) -> ConfigError:
+        """A ConfigError naming this file, ``key`` and its line."""
+        return ConfigError(message, source=self.path, key=key, line=self.lines.get(key))
 
     def select(self, task_ids: list[str] | None = None, limit: int | None = None) -> tuple[TaskConfig, ...]:
         """The tasks to run: ``task_ids`` (in file order; unknown ids are a ConfigError), then the first ``limit``."""
@@ -175,9 +181,56 @@ def _construct(
     return loader.construct_object(node, deep=True)
 
 
+#: The deepest nesting a benchmark file may use (real files nest about 6 levels).
+MAX_YAML_DEPTH = 64
+#: How many nodes aliases (``*name``) may add to the file by expansion ("billion laughs" stops here).
+ALIAS_BUDGET = 10_000
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses nesting deeper than :data:`MAX_YAML_DEPTH` and alias expansion beyond
+    :data:`ALIAS_BUDGET` nodes, with the line where it happened, before anything is expanded."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> nodes it stands for, aliases expanded
+        self._expanded = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            node = super().compose_node(parent, index)
+            self._expanded += self._sizes.get(id(node), 1)
+            if self._expanded > ALIAS_BUDGET:
+                raise ConfigError(
+                    f"aliases expand to more than {ALIAS_BUDGET:,} nodes (an alias bomb?); write the values out",
+                    line=event.start_mark.line + 1,
+                )
+            return node
+        self._depth += 1
+        if self._depth > MAX_YAML_DEPTH:
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise ConfigError(
+                f"nested more than {MAX_YAML_DEPTH} levels deep", line=event.start_mark.line + 1
+            )
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if isinstance(node, yaml.MappingNode):
+            size = 1 + sum(self._sizes.get(id(k), 1) + self._sizes.get(id(v), 1) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(self._sizes.get(id(v), 1) for v in node.value)
+        else:
+            size = 1
+        self._sizes[id(node)] = size
+        return node
+
+
 def load_yaml_with_lines(text: str, source: str | Path) -> tuple[Any, dict[str, int]]:
-    """Safe-load one YAML document; also return ``{key path: line}``."""
-    loader = yaml.SafeLoader(text)
+    """Safe-load one YAML document (bounded depth and alias expansion); also return ``{key path: line}``."""
+    loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
         lines: dict[str, int] = {}
@@ -186,9 +239,11 @@ def load_yaml_with_lines(text: str, source: str | Path) -> tuple[Any, dict[str, 
         mark = exc.problem_mark
         raise ConfigError(
             f"invalid YAML: {exc.problem}", source=source, line=mark.line + 1 if mark else None
-        ) from exc
+        ) from None
+    except yaml.YAMLError as exc:  # a reader error (a control character, bad encoding)
+        raise ConfigError(f"invalid YAML: {exc}", source=source) from None
     except ConfigError as exc:
-        raise ConfigError(str(exc).split(": ", 1)[-1], source=source, key=exc.key, line=exc.line) from exc
+        raise ConfigError(exc.message, source=source, key=exc.key, line=exc.line) from None
     finally:
         loader.dispose()
     return data, lines
@@ -240,6 +295,14 @@ class _Loader:
         if isinstance(value, dict):
             return {k: self.expand(v, f"{key}.{k}" if key else k, extra) for k, v in value.items()}
         return value
+
+    def check_workspace_path(self, rel: str, key: str, *, in_repo: bool = False) -> None:
+        """A path the run will write must be relative and stay inside the workspace (or its git repository)."""
+        parts = Path(rel).parts
+        if not rel or "\x00" in rel or Path(rel).is_absolute() or ".." in parts:
+            raise self.error(f"workspace path {rel!r} must be relative and stay inside the workspace", key)
+        if in_repo and ".git" in parts:
+            raise self.error(f"{rel!r} would write into the repository's .git directory", key)
 
     def resolve_path(self, value: str) -> str:
         p = Path(value).expanduser()
@@ -375,6 +438,26 @@ def _schema_error(exc: jsonschema.ValidationError) -> tuple[str, str]:
     return message, path
 
 
+#: How many schema problems one error lists (a file can be wrong in many places; the first ones are enough).
+MAX_REPORTED = 10
+
+
+def _validate(data: dict[str, Any], path: Path, lines: dict[str, int]) -> None:
+    """Every schema problem of the file, each with its key path and line (one ConfigError listing them)."""
+    validator = jsonschema.Draft202012Validator(BENCHMARK_SCHEMA)
+    found: list[ConfigError] = []
+    seen: set[tuple[str, str]] = set()
+    for group in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        # a oneOf/anyOf failure: its most specific reason, not "is not valid under any of the given schemas"
+        best = jsonschema.exceptions.best_match([group])
+        message, key = _schema_error(best)
+        if (key, message) not in seen:
+            seen.add((key, message))
+            found.append(_Loader(path, lines, {}, {}).error(message, key))
+    if found:
+        raise ConfigError.combine(found[:MAX_REPORTED], more=max(len(found) - MAX_REPORTED, 0))
+
+
 def load(
     path: str | Path,
     *,
@@ -392,15 +475,7 @@ def load(
         raise ConfigError(
             "the benchmark file must be a YAML mapping (servers:, tasks:, …)", source=path, line=1
         )
-    validator = jsonschema.Draft202012Validator(BENCHMARK_SCHEMA)
-    errors = sorted(
-        validator.iter_errors(data),
-        key=lambda e: (len(list(e.absolute_path)), list(map(str, e.absolute_path))),
-    )
-    if errors:
-        best = jsonschema.exceptions.best_match(errors)
-        message, key = _schema_error(best)
-        raise _Loader(path, lines, {}, {}).error(message, key)
+    _validate(data, path, lines)
     variables = {
         "BENCHMARK_DIR": str(path.resolve().parent),
         "PYTHON": sys.executable,
@@ -432,13 +507,12 @@ def load(
     p = data.get("policy", {})
     policy = Policy(**{**p, "backoff_s": tuple(float(b) for b in p.get("backoff_s", (1.0, 2.0)))})
     ws = ld.expand(data.get("workspace", {}), "workspace")
-    for key_name, rel in [("files", f) for f in ws.get("files", {})] + [
-        ("git_repos", r) for r in ws.get("git_repos", {})
-    ]:
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise ld.error(
-                "workspace paths must be relative and stay inside the workspace", f"workspace.{key_name}"
-            )
+    for rel in ws.get("files", {}):
+        ld.check_workspace_path(rel, f"workspace.files.{rel}")
+    for repo, files in ws.get("git_repos", {}).items():
+        ld.check_workspace_path(repo, f"workspace.git_repos.{repo}")
+        for rel in files:
+            ld.check_workspace_path(rel, f"workspace.git_repos.{repo}.{rel}", in_repo=True)
     return Benchmark(
         name=data.get("name", path.stem),
         path=path,
@@ -451,4 +525,5 @@ def load(
         workspace_files=ws.get("files", {}),
         workspace_git_repos=ws.get("git_repos", {}),
         tool_choice=s.get("tool_choice", "auto"),
+        lines=lines,
     )

@@ -8,8 +8,6 @@ the run goes on with the next task. Servers are started when a task first needs 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,7 +23,10 @@ from promcp.host.config import Benchmark, TaskConfig
 from promcp.host.llm.base import LLMBackend, ToolSpec
 from promcp.host.mcp_events import Clock
 from promcp.host.sessions import ServerPool
+from promcp.host.workspace import prepare_workspace
 from promcp.recorder import Recorder, scope
+
+__all__ = ["RunResult", "make_pool", "prepare_workspace", "run_benchmark"]
 
 
 @dataclass
@@ -35,39 +36,6 @@ class RunResult:
     server_errors: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
     interrupted: bool = False
-
-
-def prepare_workspace(bench: Benchmark, workspace: Path) -> None:
-    """Create the run's scratch directory: the files and git repositories the benchmark file lists."""
-    workspace.mkdir(parents=True, exist_ok=True)
-    (workspace / ".home").mkdir(exist_ok=True)
-    for rel, text in bench.workspace_files.items():
-        path = workspace / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    for rel, files in bench.workspace_git_repos.items():
-        repo = workspace / rel
-        repo.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            (repo / name).write_text(text, encoding="utf-8")
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(workspace / ".home"),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": "promcp",
-            "GIT_AUTHOR_EMAIL": "promcp@localhost",
-            "GIT_COMMITTER_NAME": "promcp",
-            "GIT_COMMITTER_EMAIL": "promcp@localhost",
-            "GIT_AUTHOR_DATE": "2025-01-01T00:00:00Z",
-            "GIT_COMMITTER_DATE": "2025-01-01T00:00:00Z",
-        }
-        for argv in (
-            ["git", "init", "-q", "-b", "main"],
-            ["git", "add", "-A"],
-            ["git", "commit", "-q", "-m", "Initial commit"],
-        ):
-            subprocess.run(argv, cwd=repo, env=env, check=True, capture_output=True)
 
 
 class DryBackend:
@@ -181,6 +149,10 @@ async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: 
     try:
         async with asyncio.timeout(timeout_s):
             result = await agent.run(task)
+    except asyncio.CancelledError:  # Ctrl-C / SIGTERM: the task did not finish; say so in the data
+        note = "the run was interrupted before this task finished"
+        _task_failure(recorder, task, start, Stage.S6, Status.CANCELLED, "interrupted", attrs={"note": note})
+        raise
     except TimeoutError:
         _task_failure(
             recorder, task, start, Stage.S6, Status.TIMEOUT, "task_timeout", attrs={"timeout_s": timeout_s}

@@ -7,7 +7,12 @@ retries and backoff), keeps them for the run, replaces one that crashed or hung,
 
 Servers start with an explicit environment: the SDK's inherited variables (HOME, LOGNAME, PATH, SHELL, TERM,
 USER) are overridden with neutral values, so nothing of the user's environment reaches a server unless the
-benchmark file names it in ``env``. Server stderr goes to ``<out>/logs/<run_id>/<server>.log``.
+benchmark file names it in ``env``. Server stderr goes to ``<out>/logs/<run_id>/<server>.log`` (with stdout lines
+that are not JSON-RPC, and the mcp SDK's own log records in ``mcp-sdk.log``), owner-only.
+
+Every server process (stdio servers through :mod:`promcp.host._stdio`, the ``start`` command of an HTTP/SSE server)
+runs in its own process group, stopped as a group on every exit path; the pool's
+:class:`~promcp.host._reaper.Reaper` stops them when ``promcp run`` itself is killed.
 """
 
 from __future__ import annotations
@@ -15,19 +20,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TextIO, cast
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from anyio.abc import Process
+from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, JSONRPCRequest, TextContent, Tool
@@ -35,9 +43,12 @@ from mcp.types import CallToolResult, JSONRPCRequest, TextContent, Tool
 from promcp.errors import ServerError
 from promcp.events import Phase, Status, Transport
 from promcp.host import mcp_events
+from promcp.host._reaper import Reaper
+from promcp.host._stdio import StdioState, stdio_transport, stop_process
 from promcp.host.config import Command, Policy, ServerConfig
 from promcp.host.mcp_events import CallMeasure, Clock
 from promcp.recorder import Recorder, scope
+from promcp.store.files import make_dirs, open_private
 from promcp.tokenizers import CachedTokenizer
 
 _TRANSPORTS = {"stdio": Transport.STDIO, "streamable_http": Transport.STREAMABLE_HTTP, "sse": Transport.SSE}
@@ -113,9 +124,11 @@ class ServerConnection:
     protocol_version: str | None = None
     alive: bool = False
     writer: _TimedWriteStream | None = None
+    reaper: Reaper | None = None
+    stdio: StdioState = field(default_factory=StdioState)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
-    _process: asyncio.subprocess.Process | None = None
+    _process: Process | None = None
 
     @property
     def name(self) -> str:
@@ -142,13 +155,15 @@ class ServerConnection:
             status, error_type, message = Status.ERROR, _classify(exc, self), _describe(exc)
         end = Clock.now()
         sent = self.writer.last_clock if self.writer.last_method == "tools/call" else None
+        if self.stdio.error_type is not None and result is None:
+            status, error_type, message = Status.ERROR, self.stdio.error_type, self.stdio.error or message
         if result is not None:
             text = result_text(result)
             is_error = bool(result.is_error)
             outcome = CallOutcome(
                 text, Status.ERROR if is_error else Status.OK, "tool_error" if is_error else None, is_error
             )
-            result_bytes = len(result.model_dump_json(by_alias=True, exclude_none=True))
+            result_bytes = self._result_bytes(result)
         else:
             outcome = CallOutcome(f"Error: {message}", status, error_type, True)
             result_bytes = None
@@ -169,6 +184,19 @@ class ServerConnection:
         )
         return outcome, measure
 
+    def _result_bytes(self, result: CallToolResult) -> int:
+        """Bytes of the tools/call response message as it crossed the wire (as S3 counts the request message).
+
+        stdio: the response line the transport read (nothing is re-serialized: a 50 MB result is not copied
+        again); HTTP transports: the response message re-serialized as the SDK would send it.
+        """
+        assert self.writer is not None
+        wire = self.stdio.response_bytes.pop(self.writer.last_id or "", None)
+        if wire is not None:
+            return wire
+        envelope = len('{"jsonrpc":"2.0","id":,"result":}\n') + len(self.writer.last_id or "")
+        return envelope + len(result.model_dump_json(by_alias=True, exclude_none=True))
+
     async def stop(self) -> None:
         self._stop.set()
         if self._task is not None:
@@ -178,7 +206,9 @@ class ServerConnection:
                 self._task.cancel()
                 with contextlib.suppress(BaseException):
                     await self._task
-        await _kill(self._process)
+        if self._process is not None:
+            await stop_process(self._process, self.reaper)
+            self._process = None
         self.alive = False
 
 
@@ -215,17 +245,21 @@ def result_text(result: CallToolResult) -> str:
     return "\n".join(parts)
 
 
-async def _kill(process: asyncio.subprocess.Process | None) -> None:
-    if process is None or process.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.terminate()
-    try:
-        await asyncio.wait_for(process.wait(), timeout=3)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await process.wait()
+class _SdkLogRoute:
+    """Sends the mcp SDK's log records (parse errors, tracebacks of its transports) to ``mcp-sdk.log`` in the run's
+    log folder instead of the user's terminal, for as long as the pool lives."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.logger = logging.getLogger("mcp")
+        self.handler = logging.StreamHandler(stream)
+        self.handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        self.propagate = self.logger.propagate
+        self.logger.addHandler(self.handler)
+        self.logger.propagate = False
+
+    def close(self) -> None:
+        self.logger.removeHandler(self.handler)
+        self.logger.propagate = self.propagate
 
 
 def _tail(path: Path, limit: int = 400) -> str:
@@ -263,6 +297,8 @@ class ServerPool:
         self.live: dict[str, ServerConnection] = {}
         self.failed: dict[str, ServerError] = {}
         self._logs: list[IO[str]] = []
+        self.reaper: Reaper | None = None
+        self._sdk_log: _SdkLogRoute | None = None
 
     async def get(self, name: str) -> ServerConnection:
         conn = self.live.get(name)
@@ -285,25 +321,37 @@ class ServerPool:
                 await asyncio.sleep(self.policy.retry.delay(attempt))
 
     async def close(self) -> None:
-        for conn in list(self.live.values()):
-            await conn.stop()
-        self.live.clear()
-        for f in self._logs:
-            f.close()
-        self._logs.clear()
+        try:
+            for conn in list(self.live.values()):
+                await conn.stop()
+            self.live.clear()
+        finally:
+            if self.reaper is not None:
+                self.reaper.close()  # stops any group a failed stop left behind
+                self.reaper = None
+            if self._sdk_log is not None:
+                self._sdk_log.close()
+                self._sdk_log = None
+            for f in self._logs:
+                f.close()
+            self._logs.clear()
 
     # -- start-up ---------------------------------------------------------------------------------------------
 
     def _log(self, name: str) -> tuple[IO[str], Path]:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.log_dir)
         path = self.log_dir / f"{name}.log"
-        f = path.open("a", encoding="utf-8")
+        f = open(open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a", encoding="utf-8")  # noqa: SIM115
         self._logs.append(f)
         return f, path
 
     async def _start(self, cfg: ServerConfig, attempt: int) -> ServerConnection:
         self.on_status(f"starting {cfg.name}")
-        conn = ServerConnection(cfg, _TRANSPORTS[cfg.transport])
+        if self.reaper is None:
+            self.reaper = Reaper()
+        if self._sdk_log is None:
+            self._sdk_log = _SdkLogRoute(self._log("mcp-sdk")[0])
+        conn = ServerConnection(cfg, _TRANSPORTS[cfg.transport], reaper=self.reaper)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         errlog, log_path = self._log(cfg.name)
         # session events belong to no task (docs/accounting.md): the connection's task starts outside the task scope
@@ -389,13 +437,17 @@ class ServerPool:
         start = Clock.now()
         if cfg.transport == "stdio":
             cmd = self._command(cfg)
-            params = StdioServerParameters(
-                command=cmd.command, args=list(cmd.args), env=server_env(cmd.env, self.home), cwd=cmd.cwd
+            transport = stdio_transport(
+                cmd.command,
+                cmd.args,
+                env=server_env(cmd.env, self.home),
+                cwd=cmd.cwd,
+                errlog=errlog,
+                reaper=self.reaper,
+                state=conn.stdio,
             )
             try:
-                read, write = await stack.enter_async_context(
-                    stdio_client(params, errlog=cast(TextIO, errlog))
-                )
+                read, write = await stack.enter_async_context(transport)
             except OSError as exc:
                 raise self._fail(
                     conn, Phase.SPAWN, start, "spawn_failed", f"cannot start {cmd.command}: {exc}", attempt
@@ -406,15 +458,17 @@ class ServerPool:
             assert cfg.url is not None
             if cfg.start is not None:
                 try:
-                    conn._process = await asyncio.create_subprocess_exec(
-                        cfg.start.command,
-                        *cfg.start.args,
+                    conn._process = await anyio.open_process(
+                        [cfg.start.command, *cfg.start.args],
                         env=server_env(cfg.start.env, self.home),
                         cwd=cfg.start.cwd,
-                        stdin=asyncio.subprocess.DEVNULL,
+                        stdin=subprocess.DEVNULL,
                         stdout=errlog,
                         stderr=errlog,
+                        start_new_session=True,
                     )
+                    if self.reaper is not None:
+                        self.reaper.watch(conn._process.pid)
                 except OSError as exc:
                     raise self._fail(
                         conn,
@@ -524,7 +578,7 @@ class ServerPool:
         return cfg.command
 
 
-async def _wait_port(url: str, timeout: float, process: asyncio.subprocess.Process | None) -> None:
+async def _wait_port(url: str, timeout: float, process: Process | None) -> None:
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from promcp.content import DEFAULT_MAX_CONTENT_BYTES
 from promcp.recorder import Recorder
 from promcp.shims import _mcp, _spans
 from promcp.shims._patch import Patches
@@ -69,6 +70,8 @@ def instrument(
     llm: bool = True,
     span_exporter: Any = None,
     benchmark: str | None = None,
+    content: str = "redacted",
+    max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
 ) -> Recorder:
     """Start recording: patch the mcp client (and the OpenAI/Anthropic SDKs when ``llm``), install a recorder.
 
@@ -76,7 +79,9 @@ def instrument(
     given; a given recorder is installed process-wide but not closed by :func:`uninstrument`). ``tokenizer``: the
     promcp tokenizer name for footprints (``o200k_base``, ``cl100k_base``, ``gguf:<path>``…). ``span_exporter``: an
     OpenTelemetry ``SpanExporter`` to send spans to (default: OTLP/HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
-    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, else no spans). Returns the recorder. Raises
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, else no spans). ``content``: how the texts behind the counts
+    are kept — ``redacted`` (default: secrets removed), ``full`` or ``none``; ``max_content_bytes`` caps each
+    stored text (docs/events.md). Returns the recorder. Raises
     :class:`~promcp.errors.InstrumentationError` when already instrumented or when the installed mcp lacks a hook
     target (nothing is patched then).
     """
@@ -102,7 +107,13 @@ def instrument(
         _mcp.settings.tokenizer = counter
         owns = recorder is None
         rec = recorder or Recorder(
-            out, topology=topology, source="instrument", benchmark=benchmark, meta={"tokenizer": counter.name}
+            out,
+            topology=topology,
+            source="instrument",
+            benchmark=benchmark,
+            meta={"tokenizer": counter.name},
+            content=content,
+            max_content_bytes=max_content_bytes,
         )
         rec.install_global()
         _state.patches, _state.recorder, _state.owns_recorder = patches, rec, owns

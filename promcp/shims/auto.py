@@ -5,7 +5,8 @@
 
 Environment: ``PROMCP_INSTRUMENT`` (default ``1``; ``0`` runs the program untouched), ``PROMCP_OUT`` (dataset
 directory, default ``traces/``), ``PROMCP_TOPOLOGY`` (default ``l-cust``), ``PROMCP_TOKENIZER`` (default
-``o200k_base``), plus the standard ``OTEL_EXPORTER_OTLP_*`` variables for span export. The run is finalized to
+``o200k_base``), ``PROMCP_CONTENT`` (``redacted``, ``full`` or ``none``; default ``redacted``),
+``PROMCP_MAX_CONTENT_BYTES`` (per stored text; default 4 MiB, ``0`` no cap), plus the standard ``OTEL_EXPORTER_OTLP_*`` variables for span export. The run is finalized to
 Parquet when the program ends (also on ``sys.exit`` and exceptions). ``-m module`` runs a module instead of a file.
 """
 
@@ -30,12 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     target = args[0]
     enabled = os.environ.get("PROMCP_INSTRUMENT", "1").strip().lower() not in ("0", "false", "no", "off")
     if enabled:
+        from promcp.content import DEFAULT_MAX_CONTENT_BYTES
         from promcp.shims import instrument
 
+        max_bytes = os.environ.get("PROMCP_MAX_CONTENT_BYTES", "").strip()
         instrument(
             os.environ.get("PROMCP_OUT") or "traces/",
             topology=os.environ.get("PROMCP_TOPOLOGY") or "l-cust",
             tokenizer=os.environ.get("PROMCP_TOKENIZER") or "o200k_base",
+            content=os.environ.get("PROMCP_CONTENT") or "redacted",
+            max_content_bytes=int(max_bytes) if max_bytes.isdigit() else DEFAULT_MAX_CONTENT_BYTES,
         )
     sys.argv = list(args)
     code = 0

@@ -11,6 +11,7 @@ from promcp.store.parquet import (
     events_to_table,
     finalize,
     finalize_pending,
+    read_in_place,
     write_run,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "events_to_table",
     "finalize",
     "finalize_pending",
+    "read_in_place",
     "read_journal",
     "write_run",
 ]

@@ -34,8 +34,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from promcp.errors import JournalError, PromcpWarning, SchemaVersionError
+from promcp.errors import JournalError, PromcpWarning, SchemaVersionError, StorageError
 from promcp.events import SCHEMA_VERSION, Event, decode_event, encode_event
+from promcp.store.files import make_dirs, open_private, storage_error
 
 FsyncPolicy = Literal["group", "always", "interval", "never"]
 
@@ -45,12 +46,19 @@ _BLOB_PREFIX = b'{"blob":'
 _HEADER_KEY = "promcp_journal"
 
 
-class Blob(msgspec.Struct, frozen=True):
-    """Captured content (a tool schema, a result, a prompt), stored once per run under its hash."""
+class Blob(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Captured content (a tool schema, a result, a prompt), stored once per run under its hash.
+
+    ``blob`` is the hash of the original text; ``text`` is what was stored (``mode`` ``full`` or ``redacted``,
+    cut to a prefix when ``truncated``); ``original_bytes`` is the original's UTF-8 size.
+    """
 
     blob: str
     kind: str
     text: str
+    mode: str = "full"
+    original_bytes: int | None = None
+    truncated: bool = False
 
 
 class JournalHeader(msgspec.Struct, kw_only=True):
@@ -63,6 +71,9 @@ class JournalHeader(msgspec.Struct, kw_only=True):
     created_ns: int
     promcp_version: str = ""
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: how content was captured (``full``, ``redacted``, ``none``) and the per-text cap; None in older journals
+    content: str | None = None
+    max_content_bytes: int | None = None
 
 
 _blob_encoder = msgspec.json.Encoder()
@@ -87,14 +98,21 @@ class JournalWriter:
         self.header = header
         self.fsync = fsync
         self.fsync_interval_s = fsync_interval_s
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            make_dirs(path.parent)
+            self._fd: int | None = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+        except OSError as exc:
+            raise storage_error(
+                exc, path, "cannot create the run's journal: {reason}; nothing was recorded"
+            ) from None
         # The writer holds an exclusive lock for as long as it records: readers (report, load) must not finalize
         # a live run's journal. The kernel drops the lock when the process dies, so a killed run is recoverable.
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._lock = threading.Lock()
         self._last_sync = time.monotonic()
         self.lines = 0
+        #: the error that stopped this journal (a full or read-only disk), once one happened
+        self.error: StorageError | None = None
         self._dirty = threading.Condition()
         self._pending = False
         self._stopping = False
@@ -127,26 +145,35 @@ class JournalWriter:
         self._write(_blob_encoder.encode(blob))
 
     def _write(self, payload: bytes) -> None:
-        line = payload + b"\n"
         with self._lock:
             if self._fd is None:
                 raise JournalError("journal is closed", path=self.path)
-            view = memoryview(line)
-            while view:  # os.write may write fewer bytes than asked (signals, full disk): finish the line
-                written = os.write(self._fd, view)
-                view = view[written:]
+            try:
+                # one writev: the line and its newline go to the kernel together, without copying a big payload
+                written = os.writev(self._fd, [payload, b"\n"])
+                rest = memoryview(payload + b"\n")[written:] if written < len(payload) + 1 else None
+                while (
+                    rest
+                ):  # os.writev may write fewer bytes than asked (signals, full disk): finish the line
+                    rest = rest[os.write(self._fd, rest) :]
+                if self.fsync == "always":
+                    os.fsync(self._fd)
+                elif self.fsync == "interval" and time.monotonic() - self._last_sync >= self.fsync_interval_s:
+                    os.fsync(self._fd)
+                    self._last_sync = time.monotonic()
+            except OSError as exc:
+                self.error = storage_error(
+                    exc,
+                    self.path,
+                    f"cannot append to the journal: {{reason}}; the {self.lines} line(s) written before "
+                    f"are kept in it; make room, then run `promcp finalize {self.path.parent.parent}`",
+                )
+                raise self.error from None
             self.lines += 1
             if self._syncer is not None:
                 with self._dirty:
                     self._pending = True
                     self._dirty.notify()
-            elif self.fsync == "always":
-                os.fsync(self._fd)
-            elif self.fsync == "interval":
-                now = time.monotonic()
-                if now - self._last_sync >= self.fsync_interval_s:
-                    os.fsync(self._fd)
-                    self._last_sync = now
 
     def sync(self) -> None:
         with self._lock:
@@ -162,9 +189,18 @@ class JournalWriter:
             self._syncer = None
         with self._lock:
             if self._fd is not None:
-                os.fsync(self._fd)
-                os.close(self._fd)
-                self._fd = None
+                fd, self._fd = self._fd, None
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    raise storage_error(
+                        exc,
+                        self.path,
+                        "cannot sync the journal to disk: {reason}; the lines the disk accepted are "
+                        f"kept; run `promcp finalize {self.path.parent.parent}` once the disk is healthy",
+                    ) from None
+                finally:
+                    os.close(fd)
 
     @property
     def closed(self) -> bool:
@@ -192,41 +228,43 @@ def read_journal(path: Path, *, warn: bool = True) -> JournalContents:
     promcp header raises :class:`JournalError`.
     """
     try:
-        data = path.read_bytes()
+        fh = path.open("rb")
     except OSError as exc:
         raise JournalError(f"cannot read journal: {exc.strerror or exc}", path=path) from exc
-    lines = data.split(b"\n")
-    partial_tail = lines[-1] != b""
-    if not partial_tail:
-        lines.pop()
-    if not lines or not lines[0].strip():
-        raise JournalError("empty file: no promcp journal header", path=path, line=1)
-    try:
-        header = _header_decoder.decode(lines[0])
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise JournalError(f"not a promcp journal header ({exc})", path=path, line=1) from exc
-    if header.schema_version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"journal written with event schema v{header.schema_version}; this promcp reads up to "
-            f"v{SCHEMA_VERSION} (upgrade promcp)",
-            path=path,
-        )
-    out = JournalContents(path=path, header=header, lines=len(lines))
-    last = len(lines)
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
+    with fh:
+        # line by line: the file is never held whole next to its decoded events (a 50 MB result is one line)
+        first = fh.readline()
+        if not first.strip():
+            raise JournalError("empty file: no promcp journal header", path=path, line=1)
         try:
-            if line.startswith(_BLOB_PREFIX):
-                blob = _blob_decoder.decode(line)
-                out.blobs[blob.blob] = blob
-            else:
-                out.events.append(decode_event(line))
+            header = _header_decoder.decode(first)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            if number == last and partial_tail:
-                out.problems.append(f"line {number}: partial last line dropped (the writer stopped mid-line)")
-            else:
-                out.problems.append(f"line {number}: corrupt line skipped ({exc})")
+            raise JournalError(f"not a promcp journal header ({exc})", path=path, line=1) from exc
+        if header.schema_version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"journal written with event schema v{header.schema_version}; this promcp reads up to "
+                f"v{SCHEMA_VERSION} (upgrade promcp)",
+                path=path,
+            )
+        out = JournalContents(path=path, header=header, lines=1)
+        number = 1
+        for number, line in enumerate(fh, start=2):
+            if not line.strip():
+                continue
+            try:
+                if line.startswith(_BLOB_PREFIX):
+                    blob = _blob_decoder.decode(line)
+                    out.blobs[blob.blob] = blob
+                else:
+                    out.events.append(decode_event(line))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                if not line.endswith(b"\n"):
+                    out.problems.append(
+                        f"line {number}: partial last line dropped (the writer stopped mid-line)"
+                    )
+                else:
+                    out.problems.append(f"line {number}: corrupt line skipped ({exc})")
+        out.lines = number
     if warn:
         for problem in out.problems:
             warnings.warn(f"{path}: {problem}", PromcpWarning, stacklevel=2)

@@ -30,8 +30,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promcp._version import __version__
-from promcp.errors import NotATraceError, PromcpWarning, RunInProgressError, SchemaVersionError, TraceError
+from promcp.errors import (
+    JournalError,
+    NotATraceError,
+    PromcpWarning,
+    RunInProgressError,
+    SchemaVersionError,
+    StorageError,
+    TraceError,
+)
 from promcp.events import COLUMNS, SCHEMA_VERSION, Event
+from promcp.store.files import describe, make_dirs, missing_reason, open_private, storage_error
 from promcp.store.journal import (
     Blob,
     JournalHeader,
@@ -107,7 +116,19 @@ ARROW_FIELDS: Final[list[tuple[str, pa.DataType]]] = [
 ARROW_SCHEMA: Final = pa.schema(ARROW_FIELDS)
 if tuple(ARROW_SCHEMA.names) != COLUMNS:  # pragma: no cover - a developer error caught at import
     raise RuntimeError("ARROW_FIELDS must list the Event columns in declaration order")
-CONTENT_SCHEMA: Final = pa.schema([("hash", pa.string()), ("kind", _DICT), ("text", pa.string())])
+#: Captured content: ``hash`` of the original text, ``kind`` (schema, result, prompt, answer), the stored ``text``,
+#: ``mode`` it was stored in (``full`` or ``redacted``), ``original_bytes`` (UTF-8 size of the original) and
+#: ``truncated`` (the stored text is a prefix cut at ``--max-content-bytes``).
+CONTENT_SCHEMA: Final = pa.schema(
+    [
+        ("hash", pa.string()),
+        ("kind", _DICT),
+        ("text", pa.string()),
+        ("mode", _DICT),
+        ("original_bytes", pa.int64()),
+        ("truncated", pa.bool_()),
+    ]
+)
 
 _ENUM_COLUMNS = frozenset(
     {"topology", "stage", "phase", "direction", "timing_quality", "transport", "token_source", "status"}
@@ -135,25 +156,67 @@ def events_to_table(events: Sequence[Event]) -> pa.Table:
 
 
 def _atomic_write(table: pa.Table, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``table`` to ``dest`` owner-only via a temporary file, fsync and rename (raises OSError)."""
+    make_dirs(dest.parent)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
-        # row groups of 64k rows let readers decode a big run on every core
-        pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as fh:
+            # row groups of 64k rows let readers decode a big run on every core
+            pq.write_table(table, fh, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, dest)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        with contextlib.suppress(OSError):  # a read-only or full disk must not hide the first error
+            tmp.unlink(missing_ok=True)
     _fsync_dir(dest.parent)
 
 
 def run_file(root: Path, topology: str, run_id: str) -> Path:
     return root / f"topology={topology}" / f"run_id={run_id}" / EVENTS_FILE
+
+
+def run_table(
+    header: JournalHeader, events: Sequence[Event], *, journal_lines: int | None = None
+) -> pa.Table:
+    """One run's events as an Arrow table in ``seq`` order, with the run header in its metadata."""
+    events = sorted(events, key=lambda e: e.seq)
+    table = events_to_table(events)
+    run_meta = {
+        "run_id": header.run_id,
+        "topology": header.topology,
+        "source": header.source,
+        "benchmark": header.benchmark,
+        "created_ns": header.created_ns,
+        "meta": header.meta,
+        "content": header.content,
+        "max_content_bytes": header.max_content_bytes,
+        "journal_lines": journal_lines,
+        "events": len(events),
+    }
+    return table.replace_schema_metadata(
+        {
+            META_SCHEMA_VERSION: str(SCHEMA_VERSION).encode(),
+            META_VERSION: __version__.encode(),
+            META_RUN: json.dumps(run_meta, default=str).encode(),
+        }
+    )
+
+
+def content_table(blobs: Iterable[Blob]) -> pa.Table:
+    """Captured content as an Arrow table with :data:`CONTENT_SCHEMA`."""
+    blob_list = list(blobs)
+    return pa.Table.from_arrays(
+        [
+            pa.array([b.blob for b in blob_list], pa.string()),
+            pa.array([b.kind for b in blob_list], pa.string()).dictionary_encode(),
+            pa.array([b.text for b in blob_list], pa.string()),
+            pa.array([b.mode for b in blob_list], pa.string()).dictionary_encode(),
+            pa.array([b.original_bytes for b in blob_list], pa.int64()),
+            pa.array([b.truncated for b in blob_list], pa.bool_()),
+        ],
+        schema=CONTENT_SCHEMA,
+    )
 
 
 def write_run(
@@ -164,37 +227,11 @@ def write_run(
     *,
     journal_lines: int | None = None,
 ) -> Path:
-    """Write one run's events (and captured content) atomically into the dataset at ``root``."""
-    events = sorted(events, key=lambda e: e.seq)
-    table = events_to_table(events)
-    run_meta = {
-        "run_id": header.run_id,
-        "topology": header.topology,
-        "source": header.source,
-        "benchmark": header.benchmark,
-        "created_ns": header.created_ns,
-        "meta": header.meta,
-        "journal_lines": journal_lines,
-        "events": len(events),
-    }
-    table = table.replace_schema_metadata(
-        {
-            META_SCHEMA_VERSION: str(SCHEMA_VERSION).encode(),
-            META_VERSION: __version__.encode(),
-            META_RUN: json.dumps(run_meta, default=str).encode(),
-        }
-    )
+    """Write one run's events (and captured content) atomically into the dataset at ``root`` (raises OSError)."""
+    table = run_table(header, events, journal_lines=journal_lines)
     dest = run_file(root, header.topology, header.run_id)
-    blob_list = list(blobs)
-    if blob_list:
-        content = pa.Table.from_arrays(
-            [
-                pa.array([b.blob for b in blob_list], pa.string()),
-                pa.array([b.kind for b in blob_list], pa.string()).dictionary_encode(),
-                pa.array([b.text for b in blob_list], pa.string()),
-            ],
-            schema=CONTENT_SCHEMA,
-        )
+    content = content_table(blobs)
+    if content.num_rows:
         _atomic_write(content, root / CONTENT_DIR / f"{header.run_id}.parquet")
     _atomic_write(table, dest)
     return dest
@@ -219,7 +256,8 @@ def finalize(journal: Path, *, keep_journal: bool = False) -> Path:
     """Turn a journal (finished, interrupted or killed) into the run's Parquet file; return its path.
 
     Valid lines are kept and problems are reported as :class:`PromcpWarning`. The journal is removed only after
-    the Parquet file is safely in place (``keep_journal`` keeps it).
+    the Parquet file is safely in place (``keep_journal`` keeps it). A disk that refuses the write raises
+    :class:`StorageError` and leaves the journal as it was.
     """
     with claim(journal) as free:
         if not free:
@@ -229,39 +267,98 @@ def finalize(journal: Path, *, keep_journal: bool = False) -> Path:
                     return done
                 raise TraceError("journal disappeared before it was finalized", path=journal)
             raise RunInProgressError("a process is still recording this run", path=journal)
+        root = dataset_root_of_journal(journal)
         # Hundreds of thousands of small objects live at once here: the cyclic GC would rescan them over and
         # over (measured: 2.5x slower). None of them form cycles, so pause it for the duration.
         with _gc_paused():
             contents = read_journal(journal)
-            root = dataset_root_of_journal(journal)
-            dest = write_run(
-                root, contents.header, contents.events, contents.blobs.values(), journal_lines=contents.lines
-            )
-            del contents
+            n_events = len(contents.events)
+            try:
+                dest = write_run(
+                    root,
+                    contents.header,
+                    contents.events,
+                    contents.blobs.values(),
+                    journal_lines=contents.lines,
+                )
+            except OSError as exc:
+                raise storage_error(
+                    exc,
+                    root,
+                    "cannot write the run's Parquet file: {reason}; nothing was lost: the journal "
+                    f"{journal} keeps all {n_events} event(s); make room (or make the folder writable), then "
+                    f"run `promcp finalize {root}`",
+                ) from None
+            finally:
+                del contents
         if not keep_journal:
-            journal.unlink()
+            try:
+                journal.unlink()
+            except OSError as exc:
+                raise StorageError(
+                    f"the run was written to {dest}, but its journal could not be removed ({describe(exc)}); "
+                    "readers use the Parquet file and ignore the journal; delete it when the disk allows",
+                    path=journal,
+                    errno=exc.errno,
+                ) from None
             _fsync_dir(journal.parent)
     return dest
 
 
 def _finalized_run_file(journal: Path) -> Path | None:
-    """The run file of a journal that no longer exists, found by run id under the dataset root."""
+    """The run file of a journal's run id under the dataset root, if that run was finalized."""
     root = dataset_root_of_journal(journal)
     matches = list(root.glob(f"topology=*/run_id={journal.stem}/{EVENTS_FILE}"))
     return matches[0] if matches else None
 
 
 def finalize_pending(root: Path) -> list[Path]:
-    """Finalize every journal left under dataset ``root`` (a run still writing would be finalized too: only call
-    this on datasets no live process is writing)."""
-    return [finalize(j) for j in iter_journals(root) if not is_live(j)]
+    """Finalize every journal left under dataset ``root`` that no live process is writing; return the run files.
+
+    This is the explicit step (``promcp finalize DIR``): readers never finalize, they read journals in place.
+    A journal whose run file already exists (a finalize interrupted after the rename) is removed.
+    """
+    done: list[Path] = []
+    for journal in iter_journals(root):
+        if is_live(journal):
+            warnings.warn(
+                f"{journal}: a process is still recording this run; left for it to finalize",
+                PromcpWarning,
+                stacklevel=2,
+            )
+            continue
+        existing = _finalized_run_file(journal)
+        if existing is not None:
+            try:
+                journal.unlink()
+            except OSError as exc:
+                raise storage_error(
+                    exc,
+                    journal,
+                    f"already finalized as {existing}, but the journal could not be removed ({{reason}})",
+                ) from None
+            done.append(existing)
+            continue
+        try:
+            done.append(finalize(journal))
+        except (JournalError, SchemaVersionError) as exc:
+            warnings.warn(f"{exc}; journal left in place", PromcpWarning, stacklevel=2)
+    return done
 
 
 @dataclass
 class RunFile:
+    """One run a reader found: a finalized ``events.parquet`` file, or a journal read in place (``table``)."""
+
     path: Path
     schema_version: int
     run: dict[str, Any] = field(default_factory=dict)
+    #: the run's events when ``path`` is a journal read in place (not finalized; nothing was written)
+    table: pa.Table | None = None
+
+    @property
+    def from_journal(self) -> bool:
+        return self.table is not None
 
 
 def inspect_file(path: Path) -> RunFile:
@@ -283,22 +380,47 @@ def inspect_file(path: Path) -> RunFile:
     return RunFile(path=path, schema_version=version, run=run)
 
 
-def discover(path: Path, *, finalize_journals: bool = True) -> list[RunFile]:
-    """The run files a path stands for: a dataset directory, a run directory, an events file or a journal.
+def read_in_place(journal: Path) -> RunFile:
+    """A journal's run as a :class:`RunFile` holding its events in memory: nothing is written anywhere.
 
-    Journals found on the way are finalized first (``promcp report`` on an unfinalized journal finalizes it).
-    Files that cannot be used are skipped with a :class:`PromcpWarning` naming file and problem; if nothing usable
-    remains, :class:`NotATraceError` (or the single file's own error) is raised.
+    Raises :class:`RunInProgressError` when a live process is still recording it.
+    """
+    if is_live(journal):
+        raise RunInProgressError("a process is still recording this run", path=journal)
+    with _gc_paused():
+        contents = read_journal(journal)
+        table = run_table(contents.header, contents.events, journal_lines=contents.lines)
+    run = json.loads(table.schema.metadata[META_RUN])
+    return RunFile(path=journal, schema_version=contents.header.schema_version, run=run, table=table)
+
+
+def _unfinalized(root: Path) -> Iterator[Path]:
+    """Journals under ``root`` whose run has no Parquet file yet (live ones included)."""
+    for journal in iter_journals(root):
+        if _finalized_run_file(journal) is None:
+            yield journal
+
+
+def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
+    """The runs a path stands for: a dataset directory, a run directory, an events file or a journal.
+
+    Reading never writes: a journal left by a crashed or killed run is read in place (its :class:`RunFile` holds
+    the events, ``table``); a run still recording is skipped with a warning. ``finalize_journals=True`` finalizes
+    them into Parquet files first instead (what ``promcp finalize`` does). Files that cannot be used are skipped
+    with a :class:`PromcpWarning` naming file and problem; if nothing usable remains, :class:`NotATraceError` (or
+    the single file's own error) is raised.
     """
     path = Path(path)
     if not path.exists():
-        raise NotATraceError("no such file or directory", path=path)
+        raise NotATraceError(missing_reason(path), path=path)
+    runs: list[RunFile] = []
     candidates: list[Path]
     if path.is_file():
         if is_journal(path):
-            if not finalize_journals:
-                raise NotATraceError("an unfinalized journal", path=path)
-            candidates = [finalize(path)]
+            if finalize_journals:
+                candidates = [finalize(path)]
+            else:
+                return [read_in_place(path)]
         elif path.suffix == ".parquet":
             return [inspect_file(path)]
         else:
@@ -309,15 +431,16 @@ def discover(path: Path, *, finalize_journals: bool = True) -> list[RunFile]:
             )
     else:
         if finalize_journals:
-            for journal in iter_journals(path):
+            finalize_pending(path)
+        else:
+            for journal in _unfinalized(path):
                 try:
-                    finalize(journal)
+                    runs.append(read_in_place(journal))
                 except RunInProgressError as exc:
                     warnings.warn(f"{exc}; its events are not included yet", PromcpWarning, stacklevel=2)
                 except TraceError as exc:
-                    warnings.warn(f"{exc}; journal left in place", PromcpWarning, stacklevel=2)
+                    warnings.warn(f"{exc}; journal skipped", PromcpWarning, stacklevel=2)
         candidates = sorted(p for p in path.rglob("*.parquet") if not _hidden(p.relative_to(path)))
-    runs: list[RunFile] = []
     for candidate in candidates:
         try:
             runs.append(inspect_file(candidate))
@@ -328,6 +451,21 @@ def discover(path: Path, *, finalize_journals: bool = True) -> list[RunFile]:
             "no promcp events found (expected events.parquet files or _journal/*.jsonl)", path=path
         )
     return runs
+
+
+def journal_blobs(path: Path) -> list[Blob]:
+    """Captured content still in the journals (not finalized, not live) of the dataset ``path`` belongs to."""
+    root = path if path.is_dir() else path.parent
+    journals = [path] if path.is_file() and is_journal(path) else list(_unfinalized(root))
+    blobs: list[Blob] = []
+    for journal in journals:
+        if is_live(journal):
+            continue
+        try:
+            blobs.extend(read_journal(journal, warn=False).blobs.values())
+        except TraceError:
+            continue  # reported by discover when the events are read
+    return blobs
 
 
 def _hidden(rel: Path) -> bool:

@@ -35,6 +35,46 @@ class BaseTokenizer(ABC):
         raise NotImplementedError(f"{self.name} does not expose token ids")
 
 
+#: Texts longer than this (characters) are counted piece by piece, so memory does not grow with the text: a
+#: tokenizer's list of ids for a 50 MB text alone is ~400 MB of Python ints.
+PIECE_CHARS = 1 << 20
+_SPLIT_TRIES = 256
+
+
+def pieces(text: str, size: int = PIECE_CHARS) -> list[tuple[int, int]]:
+    """``(start, end)`` slices of ``text`` of at most ``size`` characters, cut where every regex pre-tokenizer cuts.
+
+    The cut is right after a single line break, or else right before a single space, between two non-space
+    characters: tiktoken's cl100k/o200k and GPT-2-style BPE (GGUF and HF files) never join a token across such a
+    point, so the pieces' counts add up to the whole text's (checked in tests/unit/test_tokenizers.py). A piece with
+    neither in its second half is cut at ``size`` (the count may then differ by a token or two at that cut).
+    """
+    out: list[tuple[int, int]] = []
+    start, n = 0, len(text)
+    while n - start > size:
+        end = start + size
+        cut = _cut(text, "\n", 1, start + size // 2, end)
+        if cut < 0:
+            cut = _cut(text, " ", 0, start + size // 2, end)
+        cut = cut if cut > start else end
+        out.append((start, cut))
+        start = cut
+    out.append((start, n))
+    return out
+
+
+def _cut(text: str, sep: str, after: int, lo: int, hi: int) -> int:
+    """The last single ``sep`` in ``text[lo:hi]`` between two non-space characters (index + ``after``), or -1."""
+    for _ in range(_SPLIT_TRIES):
+        at = text.rfind(sep, lo, hi)
+        if at <= 0:
+            return -1
+        if not text[at + 1].isspace() and not text[at - 1].isspace():
+            return at + after
+        hi = at
+    return -1
+
+
 class CachedTokenizer:
     """A tokenizer with a count cache keyed by a content hash of the text: (Python's SipHash of the string, length).
 
@@ -62,7 +102,7 @@ class CachedTokenizer:
             self.hits += 1
             return cached
         self.misses += 1
-        n = self.base.count(text)
+        n = self.count_uncached(text)
         if len(self._cache) >= self._max:
             with self._lock:
                 self._cache.clear()
@@ -70,7 +110,9 @@ class CachedTokenizer:
         return n
 
     def count_uncached(self, text: str) -> int:
-        return self.base.count(text)
+        if len(text) <= PIECE_CHARS:
+            return self.base.count(text)
+        return sum(self.base.count(text[a:b]) for a, b in pieces(text))
 
     def encode(self, text: str) -> list[int]:
         return self.base.encode(text)

@@ -2,6 +2,8 @@
 
 ``python faulty.py MODE``: ``crash`` exits in the middle of a tools/call, ``hang`` never answers a tools/call,
 ``garbage`` writes non-JSON lines to stdout before answering, ``nostart`` exits before speaking MCP at all.
+``python faulty.py stubborn PORT PIDFILE``: serves streamable HTTP on 127.0.0.1:PORT, ignores SIGTERM and SIGINT,
+starts a child process that does the same, writes both pids to PIDFILE, and hangs on every tools/call.
 """
 
 from __future__ import annotations
@@ -34,4 +36,18 @@ def lookup(key: str) -> str:
 
 
 if __name__ == "__main__":
-    mcp.run("stdio")
+    if MODE == "stubborn":
+        import signal
+        import subprocess
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        child = subprocess.Popen(  # inherits the ignored signals: a grandchild of promcp run
+            [sys.executable, "-c", "import time; time.sleep(3600)"]
+        )
+        with open(sys.argv[3], "w") as f:
+            f.write(f"{os.getpid()} {child.pid}\n")
+        MODE = "hang"
+        mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        mcp.run("stdio")

@@ -3,7 +3,10 @@
 Each measurement runs in its own subprocess; peak memory is that process's ru_maxrss (RUSAGE_SELF). The parse
 side runs the real importer path (SanitizedReader → ijson → claude_ai.parse_conversation) without token counting
 or a Recorder, so both sides do "bytes → Python objects"; an `import` row adds events and tokens on a 20 MB file.
-Usage: .venv/bin/python tests/perf/bench_import.py [--mb 200]
+A second table imports hostile files (issue 17): 100,000-deep nesting in a Claude.ai array and in a Claude Code
+JSONL line, a 100 MB string, alias-style repetition (one object repeated 200,000 times) and a NUL byte; each row is
+the full ``import_path`` in its own process (time, peak RSS, what was imported and reported).
+Usage: .venv/bin/python tests/perf/bench_import.py [--mb 200] [--hostile-only]
 """
 
 from __future__ import annotations
@@ -125,10 +128,74 @@ else:
     from promcp.collectors import import_path
     import tempfile
     with tempfile.TemporaryDirectory() as out:
-        n = import_path(path, out).imported
+        s = import_path(path, out)
+        n = s.imported
+        kinds = s.problems.by_kind()
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "items": n}))
+out = {"seconds": dt, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "items": n}
+if mode == "import":
+    out["problems"] = kinds
+print(json.dumps(out))
 """
+
+_CONV = (
+    b'{"uuid":"c%d","chat_messages":[{"uuid":"h","sender":"human","content":[{"type":"text","text":"hi"}]},'
+    b'{"uuid":"a","parent_message_uuid":"h","sender":"assistant","content":[{"type":"text","text":"yo"}]}]}'
+)
+
+
+def hostile_files(tmp: Path) -> list[tuple[str, Path]]:
+    """Files a hostile or unlucky user imports (each after one valid conversation that must be kept)."""
+    d = 100_000
+    first = _CONV % 1
+    files = {
+        "100k-deep array (claude-ai)": (
+            "deep.json",
+            b"[" + first + b',{"uuid":"c2","chat_messages":' + b"[" * d + b"]" * d + b"}]",
+        ),
+        "100k-deep JSONL line (claude-code)": (
+            "deep.jsonl",
+            b'{"sessionId":"s","type":"user","uuid":"u1","message":{"role":"user","content":"hi"}}\n'
+            + b'{"x":'
+            + b"[" * d
+            + b"]" * d
+            + b"}\n",
+        ),
+        "one 100 MB string": (
+            "bigstr.json",
+            b"["
+            + first
+            + b',{"uuid":"c2","chat_messages":[{"uuid":"h","sender":"human","content":'
+            + b'[{"type":"text","text":"'
+            + b"x y " * 25_000_000
+            + b'"}]}]}]',
+        ),
+        "one object repeated 200,000 times": (
+            "repeat.json",
+            b"[" + first + b",[" + b",".join([b'{"a":[1,2,{"b":"lol lol lol"}]}'] * 200_000) + b"]]",
+        ),
+        "a NUL byte": ("nul.json", b"[" + first + b',{"uuid":"c2","chat_messages":[{"text":"a\x00b"}]}]'),
+    }
+    out = []
+    for name, (file, data) in files.items():
+        path = tmp / file
+        path.write_bytes(data)
+        out.append((name, path))
+    return out
+
+
+def hostile_table(tmp: Path) -> None:
+    print(
+        f"| {'hostile input':<36} | {'MB':>6} | {'seconds':>7} | {'peak RSS MB':>11} | imported | problems |"
+    )
+    print(f"|{'-' * 38}|{'-' * 8}|{'-' * 9}|{'-' * 13}|{'-' * 10}|{'-' * 10}|")
+    for name, path in hostile_files(tmp):
+        r = measure("import", path)
+        kinds = ", ".join(f"{k}" for k in sorted(r.get("problems", {})))
+        print(
+            f"| {name:<36} | {path.stat().st_size / 1e6:6.1f} | {r['seconds']:7.2f} | "
+            f"{r['maxrss_kb'] / 1024:11.0f} | {int(r['items']):8d} | {kinds} |"
+        )
 
 
 def measure(mode: str, path: Path) -> dict[str, float]:
@@ -142,7 +209,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=200)
     ap.add_argument("--import-mb", type=int, default=20)
+    ap.add_argument("--hostile-only", action="store_true", help="only the hostile-input table")
     args = ap.parse_args()
+    if args.hostile_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            hostile_table(Path(tmp))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "conversations.json"
         convs = generate(big, args.mb)
@@ -170,6 +242,9 @@ def main() -> None:
             f"| {name:<52} | {tp:7.1f} | {tp / base_tp:11.2f} | {r['maxrss_kb'] / 1024:11.0f} | "
             f"{100 * r['maxrss_kb'] / base['maxrss_kb']:13.1f}% |"
         )
+    print()
+    with tempfile.TemporaryDirectory() as tmp:
+        hostile_table(Path(tmp))
 
 
 if __name__ == "__main__":

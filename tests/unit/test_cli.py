@@ -43,3 +43,35 @@ def test_report_on_a_missing_path_is_one_clear_line(tmp_path: Path) -> None:
 def test_bad_arguments_exit_2(args: list[str]) -> None:
     out = _promcp(*args)
     assert out.returncode == 2 and "usage:" in out.stderr
+
+
+def test_the_run_summary_says_why_a_task_did_not_finish(capsys: pytest.CaptureFixture[str]) -> None:
+    from promcp.cli.run import _summary
+    from promcp.host.agent import TaskResult
+    from promcp.host.runner import RunResult
+
+    result = RunResult(
+        tasks=[
+            TaskResult("fine", rounds=2, answer="4"),
+            TaskResult(
+                "broken", status="error", rounds=0, error="server 'calc': start command exited (spawn_failed)"
+            ),
+        ]
+    )
+    assert _summary(result, None, "l-cust") == 0
+    out = capsys.readouterr().out
+    assert "broken: error: server 'calc': start command exited (spawn_failed)" in out
+    assert "fine:" not in out
+
+
+def test_an_internal_bug_is_shown_and_named_as_one(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from promcp.cli._common import EXIT_INTERNAL, run_command
+
+    def broken(args: argparse.Namespace) -> int:
+        raise KeyError("a bug")
+
+    assert run_command(broken, argparse.Namespace()) == EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert "KeyError" in err and "this is a bug" in err and "please report it" in err

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from promcp.collectors import import_path
 from promcp.events import Event
 
@@ -65,3 +67,40 @@ def test_unknown_format_and_missing_file_are_clear_errors(tmp_path: Path) -> Non
         import_path(f, sink=lambda e: None)
     with pytest.raises(ImportFormatError, match="no such file"):
         import_path(tmp_path / "missing.json", sink=lambda e: None)
+
+
+def test_importing_the_same_file_twice_is_detected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from promcp import analysis
+    from promcp.cli import main
+
+    export = tmp_path / "conversations.json"
+    export.write_bytes((FIXTURES / "claude-ai-cases.json").read_bytes())
+    out = tmp_path / "ds"
+    assert main(["import", str(export), "--out", str(out), "--quiet"]) == 0
+    first = analysis.load(out)
+    assert main(["import", str(export), "--out", str(out), "--quiet"]) == 0
+    assert "was imported before as run" in capsys.readouterr().out
+    assert len(analysis.load(out)) == len(first), "nothing doubled"
+    (other := tmp_path / "renamed.json").write_bytes(export.read_bytes())  # same content, other name
+    assert main(["import", str(other), "--out", str(out), "--quiet"]) == 0
+    assert len(analysis.load(out)) == len(first)
+    assert main(["import", str(export), "--out", str(out), "--quiet", "--replace"]) == 0
+    again = analysis.load(out)
+    assert len(again) == len(first) and set(again["run_id"]) != set(first["run_id"])
+    assert "replaced run" in capsys.readouterr().out
+
+
+def test_a_symlink_loop_is_named_as_such(tmp_path: Path) -> None:
+    import pytest
+
+    from promcp import analysis
+    from promcp.errors import ImportFormatError, NotATraceError
+
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    with pytest.raises(ImportFormatError, match="symlink loop"):
+        import_path(loop, sink=lambda e: None)
+    with pytest.raises(NotATraceError, match="symlink loop"):
+        analysis.load(loop)

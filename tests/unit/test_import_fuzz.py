@@ -1,6 +1,10 @@
-"""Fuzz: mutated exports (bytes and structure) never raise out of the parsers or the event builder.
+"""Fuzz: mutated exports (bytes, structure, hostile shapes) are parsed without a single unclassified problem.
 
-≥ 10,000 cases in total across the formats (derandomized, small inputs, in memory, no Recorder).
+"Never raises" alone would prove little: the importer's boundary catches every exception. So each case asserts
+that no problem is of the internal-error kind (an exception that escaped a parser or the event builder: a bug),
+i.e. every problem the input caused was recognised and classified by the code that met it. ≥ 11,000 cases across
+the formats (derandomized, small inputs, in memory, no Recorder), including nesting around the depth bound,
+strings around the value-size bound and alias-style repetition of one subtree.
 """
 
 from __future__ import annotations
@@ -14,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from promcp import tokenizers
-from promcp.collectors import chatgpt, claude_ai, claude_code
+from promcp.collectors import _stream, chatgpt, claude_ai, claude_code
 from promcp.collectors._build import Builder
 from promcp.collectors._importer import build_guarded, parse_guarded
-from promcp.collectors._problems import Problems
-from promcp.collectors._stream import SanitizedReader, iter_array, iter_jsonl
+from promcp.collectors._problems import INTERNAL, Problems
+from promcp.collectors._stream import MAX_DEPTH, SanitizedReader, iter_array, iter_jsonl
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "exports"
 CLAUDE = (FIXTURES / "claude-ai-cases.json").read_bytes()
@@ -30,21 +34,29 @@ SETTINGS = settings(
 )
 
 
-def _array(data: bytes, parse: Any) -> None:
+def _classified(problems: Problems) -> None:
+    internal = [str(p) for p in problems.items if p.kind == INTERNAL]
+    assert not internal, internal
+    assert all(p.where() for p in problems.items)
+
+
+def _array(data: bytes, parse: Any) -> Problems:
     problems = Problems("f.json")
     reader = SanitizedReader(io.BytesIO(data), problems, "f.json")
     for i, doc in enumerate(iter_array(reader, problems)):
         conv = parse_guarded(parse, doc, problems, i, reader.consumed)
         if conv is not None:
             build_guarded(BUILDER, conv, problems)
-    assert all(p.where() for p in problems.items)
+    _classified(problems)
+    return problems
 
 
-def _jsonl(data: bytes) -> None:
+def _jsonl(data: bytes) -> Problems:
     problems = Problems("s.jsonl")
     conv = claude_code.parse_session(iter_jsonl(io.BytesIO(data), problems), problems, Path("s.jsonl"))
-    events = build_guarded(BUILDER, conv, problems)
-    assert events is not None  # Claude Code lines are all guarded inside the parser
+    build_guarded(BUILDER, conv, problems)
+    _classified(problems)
+    return problems
 
 
 byte_edits = st.lists(
@@ -130,3 +142,66 @@ def test_structure_mutations(changes: list[tuple[int, Any]], gpt: bool) -> None:
         doc = _replace(doc, paths[index % len(paths)], value)
     data = json.dumps(doc, allow_nan=True).encode()
     _array(data, chatgpt.parse_conversation if gpt else claude_ai.parse_conversation)
+
+
+def _deep(n: int) -> Any:
+    value: Any = "bottom"
+    for i in range(n):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+#: Hostile shapes around the bounds (the value-size bound is lowered to 256 characters for these cases)
+SMALL_VALUE_BOUND = 256
+#: stands for 5,000 levels of nesting, spliced into the bytes (json.dumps itself cannot nest that deep)
+DEEP_MARK = "__promcp_deep_5000__"
+_DEEP_BYTES = b"[" * 5000 + b"]" * 5000
+hostile = st.one_of(
+    st.integers(MAX_DEPTH - 3, MAX_DEPTH + 3).map(_deep),
+    st.just(DEEP_MARK),
+    st.integers(SMALL_VALUE_BOUND - 2, SMALL_VALUE_BOUND + 2).map(lambda n: "é" * n),
+    st.just("x" * 20_000),
+    st.tuples(st.integers(2, 3000), values).map(lambda kv: [kv[1]] * kv[0]),  # one subtree, k references
+)
+
+
+@settings(
+    max_examples=1200, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
+@given(st.lists(st.tuples(st.integers(0, 10**6), hostile), min_size=1, max_size=2), st.integers(0, 2))
+def test_hostile_structures(changes: list[tuple[int, Any]], fmt: int) -> None:
+    """Deep nesting, huge strings and alias-style repetition at any place of a real export, in every format."""
+    import unittest.mock
+
+    if fmt == 2:
+        lines = [json.loads(x) for x in CODE.splitlines() if x.strip()]
+        doc: Any = lines
+    else:
+        doc = GPT_DOC if fmt else CLAUDE_DOC
+    for index, value in changes:
+        paths = _paths(doc)
+        doc = _replace(doc, paths[index % len(paths)], value)
+    with unittest.mock.patch.object(_stream, "MAX_VALUE_CHARS", SMALL_VALUE_BOUND):
+        if fmt == 2:
+            docs = doc if isinstance(doc, list) else [doc]
+            data = b"\n".join(json.dumps(x, allow_nan=True).encode() for x in docs) + b"\n"
+            problems = _jsonl(data.replace(f'"{DEEP_MARK}"'.encode(), _DEEP_BYTES))
+        else:
+            data = json.dumps(doc, allow_nan=True).encode().replace(f'"{DEEP_MARK}"'.encode(), _DEEP_BYTES)
+            problems = _array(data, chatgpt.parse_conversation if fmt else claude_ai.parse_conversation)
+    if fmt != 2 and not isinstance(doc, list):
+        return  # the file is no longer an array: reported as such, nothing below applies
+    kinds = problems.by_kind()
+    strings = [v for v in _leaves(doc) if isinstance(v, str)]
+    if DEEP_MARK in strings:
+        assert "too_deep" in kinds
+    elif any(len(v) > SMALL_VALUE_BOUND for v in strings) and "too_deep" not in kinds:
+        assert "value_truncated" in kinds  # (a string inside a line skipped as too deep is never read)
+
+
+def _leaves(obj: Any) -> list[Any]:
+    if isinstance(obj, dict):
+        return [x for v in obj.values() for x in _leaves(v)]
+    if isinstance(obj, list):
+        return [x for v in obj for x in _leaves(v)]
+    return [obj]

@@ -66,14 +66,14 @@ def test_corrupt_journal_line_keeps_valid_rows(tmp_path: Path) -> None:
     assert "run2.jsonl" in messages and "line 4" in messages and "line 6" in messages
 
 
-def test_report_finalizes_an_unfinalized_journal(tmp_path: Path) -> None:
+def test_report_reads_an_unfinalized_journal_in_place(tmp_path: Path) -> None:
     rec = Recorder(tmp_path, run_id="run3")
     rec.emit(_s3(1))
     rec.close(finalize_run=False)
-    assert not list(tmp_path.rglob("events.parquet"))
     rep = pa_.report(tmp_path)
     assert rep.events == 1
-    assert list(tmp_path.rglob("events.parquet"))
+    assert not list(tmp_path.rglob("events.parquet")), "reading never finalizes (promcp finalize does)"
+    assert (tmp_path / JOURNAL_DIR / "run3.jsonl").exists()
 
 
 def test_future_schema_version_is_refused_by_name(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_sigkill_loses_at_most_the_event_in_flight(tmp_path: Path) -> None:
     recovered = [e.footprint_tokens for e in contents.events]
     assert recovered[: done + 1] == list(range(done + 1))
     assert len(recovered) <= done + 2
-    df = pa_.load(tmp_path)  # finalizes the journal of the dead writer
+    df = pa_.load(tmp_path)  # reads the journal of the dead writer in place
     assert len(df) == len(recovered)
 
 

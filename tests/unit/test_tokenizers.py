@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import random
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,39 @@ def test_a_recorded_gguf_label_resolves_to_the_installed_model() -> None:
     tok = tokenizers.get(f"gguf:{path.name}")
     assert tok.name == f"gguf:{path.name}"
     assert tok.count("hello world") == tokenizers.get(f"gguf:{path}").count("hello world")
+
+
+def _varied_text(n: int) -> str:
+    rng = random.Random(7)
+    words = [
+        "hello",
+        "  indented",
+        "\tcode();",
+        "ünïcode",
+        "中文字符",
+        "12345",
+        "x=1;",
+        "   ",
+        "\n",
+        "\n\n",
+        "'s",
+    ]
+    return "".join(rng.choice(words) + rng.choice([" ", "", "\n", "  "]) for _ in range(n))
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "gguf"])
+@pytest.mark.parametrize("newlines", [True, False])
+def test_long_texts_are_counted_in_pieces_with_the_same_count(name: str, newlines: bool) -> None:
+    """A huge tool result is counted piece by piece (bounded memory); the pieces' counts add up exactly."""
+    from promcp.tokenizers._base import pieces
+
+    if name == "gguf":
+        name = f"gguf:{_smollm2_gguf()}"
+    text = _varied_text(60_000)
+    if not newlines:
+        text = text.replace("\n", "")
+    tok = tokenizers.get(name)
+    cuts = pieces(text, 1 << 12)
+    assert len(cuts) > 40 and cuts[0][0] == 0 and cuts[-1][1] == len(text)
+    assert all(a < b == c for (a, b), (c, _) in itertools.pairwise(cuts))
+    assert sum(tok.base.count(text[a:b]) for a, b in cuts) == tok.base.count(text)

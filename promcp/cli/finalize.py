@@ -1,0 +1,46 @@
+"""``promcp finalize DIR``: turn the journals a crashed or killed run left into the dataset's Parquet files.
+
+Readers (``promcp report``, ``promcp.analysis.load``) never write: they read such journals in place. This command
+is the explicit step that writes them (atomically; the journal is removed only once its Parquet file is in place).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from promcp.cli._common import stdout
+from promcp.errors import NotATraceError
+from promcp.store.files import missing_reason
+from promcp.store.journal import is_journal, iter_journals
+from promcp.store.parquet import finalize, finalize_pending
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "finalize",
+        help="write the journals left by a crashed or killed run into the dataset's Parquet files",
+        description="Finalize the journals (DIR/_journal/*.jsonl) of runs that ended without finalizing (killed, "
+        "power loss, full disk). Runs still recording are left alone. Readers such as 'promcp report' read "
+        "journals in place and never write; this command is the step that does.",
+    )
+    p.add_argument("path", type=Path, help="dataset directory (or one journal file)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    path: Path = args.path
+    out = stdout()
+    if path.is_file() and is_journal(path):
+        done = [finalize(path)]
+    elif path.is_dir():
+        if not any(iter_journals(path)):
+            out.print(f"{path}: no journal to finalize", highlight=False, soft_wrap=True)
+            return 0
+        done = finalize_pending(path)
+    else:
+        reason = missing_reason(path) if not path.exists() else "not a dataset directory or a journal file"
+        raise NotATraceError(reason, path=path)
+    for dest in done:
+        out.print(f"finalized {dest}", highlight=False, soft_wrap=True)
+    return 0

@@ -1,0 +1,77 @@
+"""The runs a dataset holds, known from metadata alone (Parquet footers, journal headers), and removing one.
+
+Writers use this to find out what is already there without loading any event: ``promcp import`` detects that a
+file it is asked to import was imported before (same content hash), and ``--replace`` removes the earlier run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pyarrow.parquet as pq
+
+from promcp.errors import StorageError
+from promcp.store.files import storage_error
+from promcp.store.journal import JournalHeader, is_live, iter_journals
+from promcp.store.parquet import CONTENT_DIR, EVENTS_FILE, META_RUN
+
+_header = msgspec.json.Decoder(JournalHeader)
+
+
+@dataclass
+class RunInfo:
+    """One run of a dataset: its id, source, ``meta`` (what the writer recorded) and its files."""
+
+    run_id: str
+    source: str | None
+    meta: dict[str, Any]
+    files: list[Path] = field(default_factory=list)
+    live: bool = False
+
+
+def list_runs(root: Path) -> list[RunInfo]:
+    """Every run under the dataset ``root`` (finalized or still a journal), from metadata only."""
+    runs: dict[str, RunInfo] = {}
+    if not root.is_dir():
+        return []
+    for path in sorted(root.glob(f"topology=*/run_id=*/{EVENTS_FILE}")):
+        try:
+            meta = pq.read_schema(path).metadata or {}
+            run = json.loads(meta.get(META_RUN, b"{}"))
+        except (OSError, ValueError):
+            continue  # not readable: not ours to judge here (readers report it)
+        run_id = str(run.get("run_id") or path.parent.name.removeprefix("run_id="))
+        runs[run_id] = RunInfo(run_id, run.get("source"), dict(run.get("meta") or {}), [path])
+    for journal in iter_journals(root):
+        try:
+            with journal.open("rb") as fh:
+                header = _header.decode(fh.readline())
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        info = runs.setdefault(header.run_id, RunInfo(header.run_id, header.source, dict(header.meta)))
+        info.files.append(journal)
+        info.live = info.live or is_live(journal)
+    for info in runs.values():
+        content = root / CONTENT_DIR / f"{info.run_id}.parquet"
+        if content.exists():
+            info.files.append(content)
+    return list(runs.values())
+
+
+def remove_run(root: Path, run: RunInfo) -> None:
+    """Delete a run's files (events, content, journal) and its empty partition directory."""
+    if run.live:
+        raise StorageError(f"run {run.run_id} is still being recorded; not removed", path=root)
+    for path in run.files:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise storage_error(exc, path, f"cannot remove {path}: {{reason}}") from None
+        if path.name == EVENTS_FILE:
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()

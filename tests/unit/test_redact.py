@@ -1,0 +1,161 @@
+"""Secrets at rest: redaction on parsed values and on the text, and the content modes of the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import promcp.analysis as pa_
+from promcp.collectors import import_path
+from promcp.recorder import Recorder
+from promcp.redact import preview, redact
+
+SECRETS = [
+    "hunter2-Pa55",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+    "sk_live_51HxxxxxxxxxxxxxxxxxxxxXX",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+    "s3cr3t-in-url",
+    "correct horse battery staple",
+    "alice@example.com",
+]
+
+#: one case per class of input, each holding a secret a test above names
+CASES = [
+    # JSON inside a JSON string (the S2 preview of an import): escaped quotes
+    json.dumps([{"name": "login", "input": json.dumps({"user": "bob", "password": "hunter2-Pa55"})}]),
+    '{"name":"login","input":"{\\"user\\":\\"bob\\",\\"password\\":\\"hunter2-Pa55\\"}"}',
+    # a shell-style assignment whose key only ends with a secret word
+    "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY && run",
+    "AWS_SECRET_ACCESS_KEY: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    # phrases
+    "ok, the password is hunter2-Pa55 — keep it safe",
+    "My API key is sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAA.",
+    # keys by prefix, anywhere
+    "stripe sk_live_51HxxxxxxxxxxxxxxxxxxxxXX in config",
+    "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "token=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "git clone https://x:ghp_0123456789abcdefghijABCDEFGHIJ012345@github.com/o/r",
+    "postgres://app:s3cr3t-in-url@db:5432/x",
+    # a quoted value with spaces, and one under a nested key
+    '{"config": {"db": {"Password": "correct horse battery staple"}}}',
+    "password = 'correct horse battery staple'",
+    "mail alice@example.com please",
+]
+
+
+@pytest.mark.parametrize("text", CASES)
+def test_secrets_are_removed(text: str) -> None:
+    out = redact(text)
+    assert not [s for s in SECRETS if s in out], out
+    assert not [s for s in SECRETS if s in (preview(text) or "")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"max_tokens": 1024, "tokenizer": "o200k_base", "author": "Bob", "input_tokens": 12345}',
+        "tokens_in=512 and max_tokens: 2048",
+        '{"name": "get_weather", "inputSchema": {"properties": {"api_key": {"type": "string"}}}}',
+    ],
+)
+def test_ordinary_fields_are_kept(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_a_preview_cut_in_the_middle_of_a_secret_is_still_redacted() -> None:
+    text = "x" * 230 + " Authorization: Bearer " + "A" * 60
+    assert "AAAAAAAAAA" not in (preview(text, 240) or "")
+
+
+EXPORT = [
+    {
+        "uuid": "conv-secret",
+        "name": "",
+        "created_at": "2026-03-20T13:04:15Z",
+        "updated_at": "2026-03-20T13:05:15Z",
+        "chat_messages": [
+            {
+                "uuid": "h1",
+                "sender": "human",
+                "created_at": "2026-03-20T13:04:16Z",
+                "content": [{"type": "text", "text": "log me in; my password is hunter2-Pa55"}],
+            },
+            {
+                "uuid": "a1",
+                "parent_message_uuid": "h1",
+                "sender": "assistant",
+                "created_at": "2026-03-20T13:04:26Z",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "login", "input": {"password": "hunter2-Pa55"}},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "name": "login",
+                        "content": [
+                            {
+                                "type": "text",
+                                "text": "session token=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                            }
+                        ],
+                    },
+                    {"type": "text", "text": "Done, alice@example.com is logged in."},
+                ],
+            },
+        ],
+    }
+]
+
+
+def _all_text(root: Path) -> str:
+    """Every byte promcp wrote under ``root``, decoded (Parquet pages are zstd-compressed: read them as tables)."""
+    parts = []
+    for f in sorted(root.rglob("*")):
+        if f.suffix == ".parquet":
+            parts.append(pq.read_table(f).to_pandas().to_json())
+        elif f.is_file():
+            parts.append(f.read_text(errors="replace"))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("mode", ["redacted", "none"])
+def test_an_import_writes_no_secret_anywhere(tmp_path: Path, mode: str) -> None:
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps(EXPORT))
+    out = tmp_path / "ds"
+    summary = import_path(export, out, content=mode)
+    assert summary.imported == 1
+    written = _all_text(out)
+    assert not [s for s in SECRETS if s in written]
+    content = pa_.load_content(out)
+    if mode == "none":
+        assert content.empty
+    else:
+        assert set(content["mode"]) == {"redacted"} and "<redacted>" in " ".join(content["text"])
+
+
+def test_full_content_is_verbatim_and_counts_never_depend_on_the_mode(tmp_path: Path) -> None:
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps(EXPORT))
+    full, red = tmp_path / "full", tmp_path / "red"
+    import_path(export, full, content="full")
+    import_path(export, red)
+    assert "hunter2-Pa55" in " ".join(pa_.load_content(full)["text"])
+    cols = ["stage", "tokens_in", "tokens_out", "footprint_tokens", "footprint_bytes"]
+    a, b = pa_.load(full)[cols], pa_.load(red)[cols]
+    assert a.equals(b)
+
+
+def test_max_content_bytes_cuts_and_records_the_cut(tmp_path: Path) -> None:
+    with Recorder(tmp_path, run_id="cap", max_content_bytes=1000, content="full") as rec:
+        big = rec.put_text("result", "é" * 5000)  # 10,000 bytes
+        small = rec.put_text("result", "short")
+    content = pa_.load_content(tmp_path).set_index("hash")
+    assert content.at[big, "truncated"] and content.at[big, "original_bytes"] == 10_000
+    assert content.at[big, "text"] == "é" * 500  # a prefix that fits 1000 bytes (no half character)
+    assert not content.at[small, "truncated"] and content.at[small, "text"] == "short"
