@@ -4,7 +4,10 @@ A stub is a real HTTP server (``http.server`` in a thread, ephemeral port). It r
 JSON body) and answers from a script: a list of ``Reply`` (status, JSON body, headers) consumed in order, or — for
 end-to-end runs — an ``agent`` replier that reads the request like a model would: on a request whose last message
 is not a tool result it calls the first offered tool with schema-shaped arguments, afterwards it answers in text.
-The response bodies follow the providers' documented shapes, including usage blocks and error bodies.
+The response bodies follow the providers' documented shapes, including usage blocks and error bodies. A reply
+whose body is a :class:`Drip` is streamed with chunked transfer encoding, one chunk at a time with a pause between
+them (and can break off mid-stream), as a streaming LLM API does; a request body that is not JSON is kept as
+``Request.raw`` (``body`` is then ``{}``). The server speaks HTTP/1.1 with keep-alive.
 
 With ``wire="openai" | "anthropic" | "ollama"`` the stub first checks the request the way the real API does (auth
 headers, required fields, tool name pattern, role order, every tool call answered by its id) and answers a
@@ -16,12 +19,24 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 Wire = Literal["openai", "anthropic", "ollama"]
+
+
+@dataclass
+class Drip:
+    """A streamed body: ``chunks`` written one by one, ``delay_s`` apart; ``cut_after`` chunks then the connection
+    is dropped without the end of the body (a stream cut mid-way)."""
+
+    chunks: list[bytes]
+    delay_s: float = 0.0
+    cut_after: int | None = None
+    sent: list[float] = field(default_factory=list)  # perf_counter() when each chunk was written
 
 
 @dataclass
@@ -36,6 +51,7 @@ class Request:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    raw: bytes = b""
 
 
 Replier = Callable[[Request], Reply]
@@ -50,25 +66,51 @@ class StubServer:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
-                req = Request(
-                    self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}")
-                )
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                req = Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
                 stub.requests.append(req)
                 reply = stub._check(req) or stub._next(req)
-                data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 try:
                     self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
+                    if "content-type" not in {k.lower() for k in reply.headers}:
+                        self.send_header("content-type", "application/json")
                     for k, v in reply.headers.items():
                         self.send_header(k, v)
+                    if isinstance(reply.body, Drip):
+                        self._drip(reply.body)
+                        return
+                    data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                     self.send_header("content-length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            do_GET = do_POST
+
+            def _drip(self, drip: Drip) -> None:
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                self.wfile.flush()
+                for i, chunk in enumerate(drip.chunks):
+                    if drip.cut_after is not None and i >= drip.cut_after:
+                        self.close_connection = True
+                        return
+                    if i and drip.delay_s:
+                        time.sleep(drip.delay_s)
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                    drip.sent.append(time.perf_counter())
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
 
             def log_message(self, *args: Any) -> None:
                 pass
