@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol, get_args
 from promcp.wire import anthropic, mcp, ollama, openai, openai_responses
 from promcp.wire._common import (
     arguments_are_valid_json,
+    arguments_digest,
     canonical_json,
     compact_json,
     next_call_id,
@@ -46,6 +47,7 @@ __all__ = [
     "ToolCall",
     "Usage",
     "arguments_are_valid_json",
+    "arguments_digest",
     "canonical_json",
     "compact_json",
     "mcp",

@@ -7,6 +7,7 @@ through :func:`need` / :func:`count`, which raise :class:`~promcp.errors.WireFor
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from collections.abc import Callable, Mapping
@@ -69,6 +70,14 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def arguments_digest(arguments: Any) -> str:
+    """A short digest of tool-call arguments (of their :func:`canonical_json`): what an S2 and the S3 that carries
+    it out are joined on when the two are recorded by different processes (an LLM proxy and an MCP proxy)."""
+    return hashlib.blake2b(
+        canonical_json(arguments).encode("utf-8", "surrogatepass"), digest_size=8
+    ).hexdigest()
+
+
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys: equal arguments give equal text however the model ordered them."""
     if isinstance(value, str):
@@ -111,8 +120,9 @@ def text_of(content: Any) -> str:
     """The text of a message content: a string, or a list of blocks (text kept, other blocks summarized).
 
     Understands the block shapes of every supported API: ``text`` / ``input_text`` / ``output_text`` blocks,
-    Anthropic ``tool_result`` (its own content, recursively) and ``tool_use`` (name + input as compact JSON);
-    anything else (images, documents, audio) is ``[<type> content omitted]``.
+    Anthropic ``tool_result`` (its own content, recursively), ``tool_use`` (name + input as compact JSON) and
+    ``tool_reference`` (a tool search result: the tool's name; the API loads its definition, which counts as a
+    schema); anything else (images, documents, audio) is ``[<type> content omitted]``.
     """
     if content is None:
         return ""
@@ -132,6 +142,8 @@ def text_of(content: Any) -> str:
             out.append(text_of(get(block, "content")))
         elif kind == "tool_use":
             out.append(compact_json({"name": get(block, "name"), "input": get(block, "input", {})}))
+        elif kind == "tool_reference":
+            out.append(f"[tool_reference {get(block, 'tool_name', '')}]")
         else:
             out.append(f"[{kind or 'content'} content omitted]")
     return "\n".join(out)

@@ -29,6 +29,11 @@ class ChatRequest:
     That order is the provider's prompt (and cache-prefix) order: OpenAI-style APIs put the leading system message
     first, then the tool definitions, then the conversation; the Anthropic Messages API renders tools, then system,
     then messages. ``assistant_turns`` counts the assistant turns already in the conversation (0: a first call).
+
+    ``pieces`` hold what the model reads. A tool sent with ``defer_loading`` (Anthropic tool search) is not in the
+    prompt until a tool search result references it: such definitions are in ``deferred`` (schema pieces, not part
+    of the prompt) and their names in ``deferred_tools``; once referenced (``tool_reference`` blocks, ``loaded``),
+    the definition is a schema piece like any other. ``tool_search`` names the tools that search the deferred ones.
     """
 
     model: str | None = None
@@ -36,6 +41,10 @@ class ChatRequest:
     tool_names: list[str] = field(default_factory=list)
     assistant_turns: int = 0
     stream: bool = False
+    deferred: list[Piece] = field(default_factory=list)
+    deferred_tools: list[str] = field(default_factory=list)
+    loaded: list[str] = field(default_factory=list)
+    tool_search: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

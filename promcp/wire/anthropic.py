@@ -1,10 +1,17 @@
 """The Anthropic Messages API, ``POST /v1/messages``.
 
-Request: ``system`` (a string or a list of text blocks), ``messages`` alternating user/assistant whose content is a
-string or blocks — the model's calls are ``tool_use`` blocks in assistant turns, their results ``tool_result``
-blocks in the next user turn — and ``tools`` as ``{name, description, input_schema}`` (server tools such as web
-search have a ``type`` and no schema). The prompt is rendered tools → system → messages (also the cache-prefix
-order), and the pieces follow it.
+Request: ``system`` (a string or a list of text blocks, ``cache_control`` marks ignored), ``messages`` alternating
+user/assistant whose content is a string or blocks — the model's calls are ``tool_use`` blocks in assistant turns,
+their results ``tool_result`` blocks in the next user turn — and ``tools`` as ``{name, description, input_schema}``
+(server tools such as web search have a ``type`` and no schema). The prompt is rendered tools → system → messages
+(also the cache-prefix order), and the pieces follow it.
+
+What clients such as Claude Code add, and where it goes: a ``system`` message inside ``messages`` (the environment
+and the list of deferred tools) and ``<system-reminder>`` text blocks in user turns are ``system`` pieces (keys
+``msg:<index>`` and ``reminder:<index>``), not history or the user's prompt; a tool with ``defer_loading: true`` is
+not in the prompt (``ChatRequest.deferred``) until a ``tool_reference`` block of a tool search result names it,
+from then on it is a schema piece; the tool-search tools (a ``tool_search_tool_*`` server tool, or a client tool
+named ``ToolSearch`` / ``tool_search``) are listed in ``ChatRequest.tool_search``.
 Response: ``content`` blocks (``text``, ``tool_use``, ``thinking``…), ``stop_reason``, ``usage``: ``input_tokens``
 counts only the uncached input; ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` come on top (split by
 TTL in ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``), so promcp's input total is
@@ -24,7 +31,7 @@ from promcp.events import Origin
 from promcp.wire._common import as_dict, compact_json, count, get, need, opt_int, parse_arguments, text_of
 from promcp.wire._types import ChatRequest, Output, Piece, ToolCall, Usage
 
-__all__ = ["MessageStream", "parse_request", "parse_response", "parse_usage", "tool_text"]
+__all__ = ["MessageStream", "is_tool_search", "parse_request", "parse_response", "parse_usage", "tool_text"]
 
 
 def tool_text(tool: Any) -> tuple[str, str]:
@@ -39,28 +46,76 @@ def tool_text(tool: Any) -> tuple[str, str]:
     )
 
 
+_TOOL_SEARCH_NAMES = frozenset({"toolsearch", "tool_search"})
+_REMINDER = "<system-reminder>"
+
+
+def is_tool_search(tool: Any) -> bool:
+    """Whether ``tool`` searches deferred tools: Anthropic's ``tool_search_tool_*`` server tools, or a client tool
+    named ``ToolSearch`` (Claude Code) / ``tool_search``."""
+    kind = str(get(tool, "type", ""))
+    return kind.startswith("tool_search_tool") or str(get(tool, "name", "")).lower() in _TOOL_SEARCH_NAMES
+
+
+def _references(messages: Any) -> set[str]:
+    """Tool names referenced by ``tool_reference`` blocks of tool results (the tools a tool search loaded)."""
+    names: set[str] = set()
+    for msg in messages:
+        content = get(msg, "content")
+        if get(msg, "role") != "user" or isinstance(content, str):
+            continue
+        for block in content or ():
+            if get(block, "type") != "tool_result" or isinstance(get(block, "content"), str):
+                continue
+            for inner in get(block, "content") or ():
+                if get(inner, "type") == "tool_reference" and get(inner, "tool_name"):
+                    names.add(str(get(inner, "tool_name")))
+    return names
+
+
+def _is_reminder(block: Any) -> bool:
+    return get(block, "type") == "text" and str(get(block, "text", "")).lstrip().startswith(_REMINDER)
+
+
 def parse_request(body: Mapping[str, Any]) -> ChatRequest:
     """A Messages API request body (or an SDK call's keyword arguments) as pieces: tools, system, messages."""
     model = body.get("model")
     request = ChatRequest(model=None if model is None else str(model), stream=bool(body.get("stream")))
+    messages = list(body.get("messages") or ())
+    referenced = _references(messages)
     for tool in body.get("tools") or ():
         name, text = tool_text(tool)
         request.tool_names.append(name)
-        request.pieces.append(Piece(Origin.SCHEMAS, name, text))
+        piece = Piece(Origin.SCHEMAS, name, text)
+        if is_tool_search(tool):
+            request.tool_search.append(name)
+        if get(tool, "defer_loading") is True:
+            request.deferred_tools.append(name)
+            if name not in referenced:
+                request.deferred.append(piece)
+                continue
+            request.loaded.append(name)
+        request.pieces.append(piece)
     system = body.get("system")
     if system:
         request.pieces.append(Piece(Origin.SYSTEM, "system", text_of(system)))
     first_user = True
-    for index, msg in enumerate(body.get("messages") or ()):
+    for index, msg in enumerate(messages):
         role = get(msg, "role")
         content = get(msg, "content")
+        if role == "system":
+            request.pieces.append(Piece(Origin.SYSTEM, f"msg:{index}", text_of(content)))
+            continue
         if role == "user" and not isinstance(content, str):
             blocks = list(content or ())
             for block in blocks:
                 if get(block, "type") == "tool_result":
                     key = str(get(block, "tool_use_id", f"msg:{index}"))
                     request.pieces.append(Piece(Origin.TOOL_RESULTS, key, text_of(get(block, "content"))))
-            content = [b for b in blocks if get(b, "type") != "tool_result"]
+            reminders = [b for b in blocks if _is_reminder(b)]
+            if reminders:
+                request.pieces.append(Piece(Origin.SYSTEM, f"reminder:{index}", text_of(reminders)))
+            content = [b for b in blocks if get(b, "type") != "tool_result" and not _is_reminder(b)]
             if not content:
                 continue
         text = text_of(content)

@@ -414,3 +414,107 @@ def test_mcp_results_errors_and_bytes() -> None:
     assert mcp.message_bytes(msg, Transport.STDIO) == len(json.dumps(msg, separators=(",", ":"))) + 1
     assert mcp.message_bytes(msg, Transport.STREAMABLE_HTTP) == mcp.message_bytes(msg, Transport.STDIO) - 1  # type: ignore[operator]
     assert mcp.next_cursor(msg["result"]) == "p2" and mcp.tools_of(msg["result"]) == []
+
+
+def test_anthropic_request_as_claude_code_sends_it() -> None:
+    """The shapes Claude Code 2.1 sends (captured from the real CLI, texts shortened): a system block list with
+    cache_control, a system message inside ``messages``, a <system-reminder> block before the prompt, deferred tools
+    behind ToolSearch, and a tool search result that loads one of them through a ``tool_reference`` block."""
+    deferred = {"type": "object", "properties": {}}
+    body = {
+        "model": "claude-opus-5-5",
+        "system": [
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.330;"},
+            {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+        ],
+        "tools": [
+            {"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}},
+            {
+                "name": "ToolSearch",
+                "description": "Fetches deferred tools",
+                "input_schema": {"type": "object"},
+            },
+            {
+                "name": "DeferredToolPlaceholder",
+                "description": "never call",
+                "input_schema": deferred,
+                "defer_loading": True,
+            },
+            {
+                "name": "mcp__memory__read_graph",
+                "description": "Read",
+                "input_schema": deferred,
+                "defer_loading": True,
+            },
+        ],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "<system-reminder>\nAttribution…\n</system-reminder>\n"},
+                    {"type": "text", "text": "Read the memory graph"},
+                ],
+            },
+            {
+                "role": "system",
+                "content": [{"type": "text", "text": "# Environment\nmcp__memory__read_graph"}],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Searching."},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_s",
+                        "name": "ToolSearch",
+                        "input": {"query": "select:x"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_s",
+                        "content": [{"type": "tool_reference", "tool_name": "mcp__memory__read_graph"}],
+                    },
+                    {"type": "text", "text": "Tool loaded.", "cache_control": {"type": "ephemeral"}},
+                ],
+            },
+        ],
+    }
+    req = anthropic.parse_request(body)
+    assert keys(req) == [
+        (Origin.SCHEMAS, "Bash"),
+        (Origin.SCHEMAS, "ToolSearch"),
+        (Origin.SCHEMAS, "mcp__memory__read_graph"),  # loaded by the tool_reference: now in the prompt
+        (Origin.SYSTEM, "system"),
+        (Origin.SYSTEM, "reminder:0"),
+        (Origin.USER, "prompt"),
+        (Origin.SYSTEM, "msg:1"),
+        (Origin.HISTORY, "msg:2"),
+        (Origin.TOOL_RESULTS, "toolu_s"),
+        (Origin.HISTORY, "msg:3"),
+    ]
+    by_key = {p.key: p.text for p in req.pieces}
+    assert by_key["prompt"] == "Read the memory graph"
+    assert by_key["system"] == "x-anthropic-billing-header: cc_version=2.1.330;\nYou are Claude Code."
+    assert by_key["toolu_s"] == "[tool_reference mcp__memory__read_graph]"
+    assert [p.key for p in req.deferred] == ["DeferredToolPlaceholder"]  # sent, not in the prompt
+    assert req.deferred_tools == ["DeferredToolPlaceholder", "mcp__memory__read_graph"]
+    assert req.loaded == ["mcp__memory__read_graph"] and req.tool_search == ["ToolSearch"]
+    assert anthropic.is_tool_search(
+        {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+    )
+    # the first call, before any tool search: both deferred tools are outside the prompt
+    first = anthropic.parse_request({**body, "messages": body["messages"][:2]})
+    assert [p.key for p in first.deferred] == ["DeferredToolPlaceholder", "mcp__memory__read_graph"]
+    assert first.loaded == [] and (Origin.SCHEMAS, "mcp__memory__read_graph") not in keys(first)
+
+
+def test_arguments_digest_ignores_key_order_and_text_form() -> None:
+    a = wire.arguments_digest({"b": 1, "a": [1, {"y": 2, "x": 1}]})
+    assert a == wire.arguments_digest('{"a": [1, {"x": 1, "y": 2}], "b": 1}')
+    assert a != wire.arguments_digest({"b": 2, "a": [1, {"y": 2, "x": 1}]})
+    assert wire.arguments_digest({}) == wire.arguments_digest(None) == wire.arguments_digest("")
