@@ -35,6 +35,8 @@ from promcp.wire._common import (
     parse_arguments,
     text_of,
 )
+from promcp.wire._conversation import conversation_blocks, is_subsequence
+from promcp.wire._errors import error_message, http_error_type
 from promcp.wire._types import ChatRequest, Output, Piece, ToolCall, Usage
 
 __all__ = [
@@ -50,6 +52,10 @@ __all__ = [
     "arguments_digest",
     "canonical_json",
     "compact_json",
+    "conversation_blocks",
+    "error_message",
+    "http_error_type",
+    "is_subsequence",
     "mcp",
     "next_call_id",
     "parse_arguments",

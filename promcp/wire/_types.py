@@ -34,6 +34,7 @@ class ChatRequest:
     prompt until a tool search result references it: such definitions are in ``deferred`` (schema pieces, not part
     of the prompt) and their names in ``deferred_tools``; once referenced (``tool_reference`` blocks, ``loaded``),
     the definition is a schema piece like any other. ``tool_search`` names the tools that search the deferred ones.
+    ``failed_results`` lists the tool-call ids whose result the client marked as an error (Anthropic ``is_error``).
     """
 
     model: str | None = None
@@ -45,6 +46,7 @@ class ChatRequest:
     deferred_tools: list[str] = field(default_factory=list)
     loaded: list[str] = field(default_factory=list)
     tool_search: list[str] = field(default_factory=list)
+    failed_results: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

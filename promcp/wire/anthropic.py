@@ -112,6 +112,8 @@ def parse_request(body: Mapping[str, Any]) -> ChatRequest:
                 if get(block, "type") == "tool_result":
                     key = str(get(block, "tool_use_id", f"msg:{index}"))
                     request.pieces.append(Piece(Origin.TOOL_RESULTS, key, text_of(get(block, "content"))))
+                    if get(block, "is_error") is True:
+                        request.failed_results.append(key)
             reminders = [b for b in blocks if _is_reminder(b)]
             if reminders:
                 request.pieces.append(Piece(Origin.SYSTEM, f"reminder:{index}", text_of(reminders)))

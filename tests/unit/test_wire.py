@@ -479,6 +479,7 @@ def test_anthropic_request_as_claude_code_sends_it() -> None:
                         "tool_use_id": "toolu_s",
                         "content": [{"type": "tool_reference", "tool_name": "mcp__memory__read_graph"}],
                     },
+                    {"type": "tool_result", "tool_use_id": "toolu_x", "content": "denied", "is_error": True},
                     {"type": "text", "text": "Tool loaded.", "cache_control": {"type": "ephemeral"}},
                 ],
             },
@@ -495,8 +496,10 @@ def test_anthropic_request_as_claude_code_sends_it() -> None:
         (Origin.SYSTEM, "msg:1"),
         (Origin.HISTORY, "msg:2"),
         (Origin.TOOL_RESULTS, "toolu_s"),
+        (Origin.TOOL_RESULTS, "toolu_x"),
         (Origin.HISTORY, "msg:3"),
     ]
+    assert req.failed_results == ["toolu_x"]
     by_key = {p.key: p.text for p in req.pieces}
     assert by_key["prompt"] == "Read the memory graph"
     assert by_key["system"] == "x-anthropic-billing-header: cc_version=2.1.330;\nYou are Claude Code."

@@ -34,26 +34,11 @@ from promcp import tokenizers
 from promcp.errors import ConfigError, LLMError, LLMHTTPError
 from promcp.host.llm.base import Message, ToolCall, ToolSpec
 from promcp.tokenizers import CachedTokenizer
+from promcp.wire import error_message, http_error_type
 
 DEFAULT_TIMEOUT_S = 600.0
 #: longest Retry-After honoured (a server asking for more is waited on this long; the per-task timeout still applies)
 MAX_RETRY_AFTER_S = 60.0
-
-#: HTTP status → promcp error_type (status codes the host retries are in base._RETRY_STATUS)
-_STATUS_TYPES = {
-    400: "bad_request",
-    401: "auth",
-    403: "permission",
-    404: "not_found",
-    408: "timeout",
-    413: "too_large",
-    429: "rate_limit",
-    500: "server_error",
-    502: "server_error",
-    503: "server_error",
-    504: "timeout",
-    529: "overloaded",
-}
 
 
 def reject_unknown(backend: str, extra: dict[str, Any]) -> None:
@@ -118,23 +103,6 @@ def retry_after_s(headers: httpx.Headers, *, now: datetime | None = None) -> flo
     if seconds is None:
         return None
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
-
-
-def _error_message(body: bytes) -> str:
-    """The provider's own error text from an error body (OpenAI, Anthropic and Ollama shapes), else the raw start."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body[:300].decode("utf-8", "replace").strip() or "(empty body)"
-    if isinstance(doc, dict):
-        err = doc.get("error")
-        if isinstance(err, dict):
-            kind = err.get("type") or err.get("code")
-            msg = err.get("message") or json.dumps(err)[:300]
-            return f"{kind}: {msg}" if kind else str(msg)
-        if isinstance(err, str):
-            return err
-    return json.dumps(doc)[:300]
 
 
 class HttpBackendMixin:
@@ -214,10 +182,8 @@ class HttpBackendMixin:
             wait = retry_after_s(resp.headers)
             hint = f" (retry-after {wait:g} s)" if wait is not None else ""
             raise LLMHTTPError(
-                self._scrub(
-                    f"{self.provider}: HTTP {resp.status_code}: {_error_message(resp.content)}{hint}"
-                ),
-                error_type=_STATUS_TYPES.get(resp.status_code, "http_error"),
+                self._scrub(f"{self.provider}: HTTP {resp.status_code}: {error_message(resp.content)}{hint}"),
+                error_type=http_error_type(resp.status_code),
                 status_code=resp.status_code,
                 retry_after_s=wait,
             )
