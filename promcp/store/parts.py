@@ -125,7 +125,13 @@ def _merge_header(contents: list[JournalContents], earlier: dict[str, Any]) -> J
     for c in contents:
         h = c.header
         parts_meta.append(
-            {"part": c.path.stem, "source": h.source, "created_ns": h.created_ns, "events": len(c.events), **h.meta}
+            {
+                "part": c.path.stem,
+                "source": h.source,
+                "created_ns": h.created_ns,
+                "events": len(c.events),
+                **h.meta,
+            }
         )
     created = [h.created_ns for h in headers] + ([earlier["created_ns"]] if earlier.get("created_ns") else [])
     first = headers[0]
@@ -161,9 +167,7 @@ def finalize_group(root: Path, run_id: str) -> Path | None:
         contents.sort(key=lambda c: c.header.created_ns)
         topology = contents[0].header.topology
         earlier_events, earlier_run, blobs = _existing(root, topology, run_id)
-        ranked: list[tuple[int, int, int, Event]] = [
-            (_start(e), 0, e.seq, e) for e in earlier_events
-        ]
+        ranked: list[tuple[int, int, int, Event]] = [(_start(e), 0, e.seq, e) for e in earlier_events]
         for rank, c in enumerate(contents, start=1):
             ranked.extend((_start(e), rank, e.seq, e) for e in c.events)
             blobs.extend(c.blobs.values())
@@ -190,7 +194,9 @@ def pending_groups(root: Path) -> list[str]:
     jdir = Path(root) / JOURNAL_DIR
     if not jdir.is_dir():
         return []
-    return sorted(p.name[: -len(PARTS_SUFFIX)] for p in jdir.iterdir() if p.is_dir() and p.name.endswith(PARTS_SUFFIX))
+    return sorted(
+        p.name[: -len(PARTS_SUFFIX)] for p in jdir.iterdir() if p.is_dir() and p.name.endswith(PARTS_SUFFIX)
+    )
 
 
 def finalize_groups(root: Path) -> list[Path]:
