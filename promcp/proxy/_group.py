@@ -26,12 +26,22 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-__all__ = ["DEFAULT_OUT", "ENV_OUT", "ENV_RUN_ID", "RunTarget", "client_session_run_id", "resolve_target"]
+__all__ = [
+    "DEFAULT_OUT",
+    "ENV_OUT",
+    "ENV_RUN_ID",
+    "RunTarget",
+    "client_session_run_id",
+    "finalize_later",
+    "resolve_target",
+]
 
 ENV_OUT: Final = "PROMCP_OUT"
 ENV_RUN_ID: Final = "PROMCP_RUN_ID"
@@ -111,3 +121,17 @@ def resolve_target(
     if env.get(ENV_RUN_ID):
         return RunTarget(folder, check_run_id(env[ENV_RUN_ID]), "env")
     return RunTarget(folder, client_session_run_id(), "client-session")
+
+
+def finalize_later(out: Path, run_id: str) -> None:
+    """Merge the run's parts in a detached process (its own session, so the client's kill of the proxy — Claude
+    Code sends SIGKILL 0.5 s after closing a server — cannot cut it short, and the proxy exits at once). It does
+    nothing while another part is still being written; parts it cannot merge stay for ``promcp finalize``."""
+    subprocess.Popen(  # no shell; the same interpreter and promcp as this process
+        [sys.executable, "-m", "promcp.store.parts", str(Path(out).absolute()), run_id],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )

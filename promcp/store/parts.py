@@ -207,3 +207,23 @@ def finalize_groups(root: Path) -> list[Path]:
         if dest is not None:
             done.append(dest)
     return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m promcp.store.parts DIR RUN_ID``: merge one run's parts (what a proxy starts as it exits)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        sys.stderr.write("usage: python -m promcp.store.parts DATASET_DIR RUN_ID\n")
+        return 2
+    try:
+        finalize_group(Path(args[0]), args[1])
+    except Exception as exc:  # reported, not raised: the parts stay for `promcp finalize`
+        sys.stderr.write(f"promcp: could not merge run {args[1]} in {args[0]}: {exc}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -153,7 +153,14 @@ class McpObserver:
             else:
                 from promcp import tokenizers
 
-                self._tokenizer = tokenizers.get(spec)
+                try:
+                    self._tokenizer = tokenizers.get(spec)
+                except (
+                    Exception
+                ) as exc:  # an unknown name: count with the default, say so (the column names it)
+                    if self.on_error is not None:
+                        self.on_error(f"tokenizer {spec!r} unavailable ({exc}); counting with o200k_base")
+                    self._tokenizer = tokenizers.get("o200k_base")
         return self._tokenizer
 
     # -- start-up ---------------------------------------------------------------------------------------------

@@ -8,8 +8,11 @@ environment and working directory and stands in the middle of its stdin and stdo
   chunk cut into newline-delimited JSON-RPC frames (:class:`~.frames.LineFrames`) and handed to the
   :class:`~.observer.McpObserver`; a recording error is reported on stderr once and never touches the traffic.
   The server's stderr is the proxy's own (inherited, not copied).
-* **start-up**: the server is spawned before anything heavy is imported; the relay threads run while promcp's
-  recorder and tokenizer load, holding the frames they saw until the observer is ready.
+* **start-up**: the recorder is ready before the server is spawned (loading it takes ~0.5–1 s, paid once per
+  server start), so a client that connects, lists and quits at once (``claude mcp list``) is recorded whole; the
+  tokenizer loads on a thread while the server starts. When the client closes its end, pending events are
+  journaled at once: clients kill their servers shortly after (Claude Code: SIGINT, SIGTERM, SIGKILL within
+  0.5 s).
 * **end**: the client closing stdin closes the server's stdin; a client that stops reading gets the server a
   broken pipe, as it would without the proxy. When the server exits, the proxy drains its stdout, records what
   was still waiting (a crash mid-call), finalizes its journal part and exits with the server's status — the same
@@ -204,6 +207,7 @@ def _exit_like(returncode: int) -> int:
 
 def run_stdio(opts: StdioOptions) -> int:
     """Relay and record one stdio server session; returns the exit status the proxy should exit with."""
+    session = _Recording.prepare(opts)  # before the server starts: a short session must not end unrecorded
     spawn_start = time.perf_counter_ns()
     try:
         child = _spawn(opts.command)
@@ -211,11 +215,15 @@ def run_stdio(opts: StdioOptions) -> int:
         spawn_end = time.perf_counter_ns()
         code = 127 if exc.errno == errno.ENOENT else 126
         _say(f"cannot start {opts.command[0]!r}: {exc.strerror or exc}")
-        _record_spawn_failure(opts, spawn_start, spawn_end, exc)
+        if session is not None:
+            session.spawn_failed(spawn_start, spawn_end, exc)
         return code
     spawn_end = time.perf_counter_ns()
     assert child.stdin is not None and child.stdout is not None
     to_server, to_client = _Tap("client", opts.max_frame), _Tap("server", opts.max_frame)
+    if session is not None:
+        session.spawned(spawn_start, spawn_end, child.pid)
+        session.attach(to_server, to_client)
     server_in, server_out = child.stdin.fileno(), child.stdout.fileno()
     up = _Pump(0, server_in, to_server, "promcp-proxy-client->server")
     down = _Pump(server_out, 1, to_client, "promcp-proxy-server->client")
@@ -225,6 +233,8 @@ def run_stdio(opts: StdioOptions) -> int:
         client_closed.set()
         with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
+        if session is not None:  # a client ending its session kills its servers soon: journal what waits now
+            session.flush()
 
     def stop_reading_client() -> (
         None
@@ -241,8 +251,6 @@ def run_stdio(opts: StdioOptions) -> int:
     up.on_eof = close_server_stdin
     up.on_broken = stop_reading_client
     down.on_broken = stop_reading_server
-    up.start()
-    down.start()
     forwarded: list[int] = []
 
     def forward(signum: int, _frame: Any) -> None:
@@ -253,10 +261,8 @@ def run_stdio(opts: StdioOptions) -> int:
     for name in FORWARDED_SIGNALS:
         with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread (tests)
             signal.signal(getattr(signal, name), forward)
-
-    session = _Recording.start(opts, spawn_start, spawn_end, child.pid)
-    if session is not None:
-        session.attach(to_server, to_client)
+    up.start()
+    down.start()
     ticker = session.start_ticker() if session is not None else None
     returncode = child.wait()
     exit_ns = time.perf_counter_ns()
@@ -283,7 +289,7 @@ class _Recording:
         self.opts, self.observer, self.recorder, self.clock = opts, observer, recorder, clock
 
     @classmethod
-    def start(cls, opts: StdioOptions, spawn_start: int, spawn_end: int, pid: int) -> _Recording | None:
+    def prepare(cls, opts: StdioOptions) -> _Recording | None:
         try:
             from promcp.events import Topology, Transport
             from promcp.proxy._group import resolve_target
@@ -303,7 +309,6 @@ class _Recording:
                     "server": opts.name,
                     "transport": "stdio",
                     "command": opts.command[0],
-                    "server_pid": pid,
                     "proxy_pid": os.getpid(),
                     "run_chosen_by": target.chosen_by,
                 },
@@ -316,12 +321,44 @@ class _Recording:
                 timeout_s=opts.timeout_s,
             )
             observer.on_error = _say
-            rec = cls(opts, observer, recorder, SYSTEM_CLOCK)
-            observer.spawned(rec.at(spawn_start), rec.at(spawn_end), attrs={"pid": pid})
-            return rec
+            # the tokenizer takes ~0.5 s to load: load it while the server starts, not at the first tools/list
+            threading.Thread(
+                target=cls._warm, args=(observer,), name="promcp-proxy-tokenizer", daemon=True
+            ).start()
+            return cls(opts, observer, recorder, SYSTEM_CLOCK)
         except Exception as exc:  # a dataset folder we cannot write: relay anyway, say so once
             _say(f"not recording ({type(exc).__name__}: {exc}); the server is relayed unchanged")
             return None
+
+    @staticmethod
+    def _warm(observer: Any) -> None:
+        try:
+            observer.tokenizer()
+        except Exception as exc:
+            _say(f"tokenizer unavailable ({exc}); events are recorded without token counts")
+
+    def spawned(self, start_ns: int, end_ns: int, pid: int) -> None:
+        self.observer.spawned(self.at(start_ns), self.at(end_ns), attrs={"pid": pid})
+
+    def spawn_failed(self, start_ns: int, end_ns: int, exc: OSError) -> None:
+        from promcp.stages import Failure
+
+        command = self.opts.command[0]
+        failure = Failure.of(
+            "spawn_failed", f"cannot start {command!r}: {exc.strerror or exc}", errno=exc.errno
+        )
+        try:
+            self.observer.spawned(self.at(start_ns), self.at(end_ns), failure=failure)
+            self.recorder.close(finalize_run=False)
+            from promcp.proxy._group import finalize_later
+
+            finalize_later(self.recorder.out, self.recorder.run_id)
+        except Exception as err:
+            _say(f"could not record the failed start ({type(err).__name__}: {err})")
+
+    def flush(self) -> None:
+        with contextlib.suppress(Exception):
+            self.recorder.flush()
 
     def at(self, mono_ns: int) -> Any:
         return self.clock.at_mono(mono_ns)
@@ -410,8 +447,11 @@ class _Recording:
                     {"exit_code": returncode},
                 )
             if dropped:
-                _say(f"{dropped} frame(s) seen while promcp was loading were not recorded")
-            self.recorder.close()
+                _say(f"{dropped} frame(s) could not be held for the recorder and were not recorded")
+            self.recorder.close(finalize_run=False)  # every event is in the journal part now
+            from promcp.proxy._group import finalize_later
+
+            finalize_later(self.recorder.out, self.recorder.run_id)
         except Exception as exc:
             _say(f"could not finish the recording ({type(exc).__name__}: {exc})")
 
@@ -428,40 +468,6 @@ def _decoder() -> Callable[[bytes], Any]:
             raise ValueError(str(exc)) from None
 
     return strict
-
-
-def _record_spawn_failure(opts: StdioOptions, start_ns: int, end_ns: int, exc: OSError) -> None:
-    try:
-        from promcp.events import Phase, Topology, Transport
-        from promcp.proxy._group import resolve_target
-        from promcp.recorder import Recorder
-        from promcp.stages import SYSTEM_CLOCK, Failure, startup_event
-
-        target = resolve_target(opts.out, opts.run_id)
-        clock = SYSTEM_CLOCK
-        with Recorder(
-            target.out,
-            topology=Topology.C_OTS,
-            source="proxy:mcp",
-            run_id=target.run_id,
-            part=f"mcp-{opts.name}",
-            meta={"server": opts.name, "transport": "stdio", "command": opts.command[0]},
-        ) as rec:
-            rec.emit(
-                startup_event(
-                    phase=Phase.SPAWN,
-                    server=opts.name,
-                    transport=Transport.STDIO,
-                    start=clock.at_mono(start_ns),
-                    end=clock.at_mono(end_ns),
-                    failure=Failure.of(
-                        "spawn_failed", f"cannot start {opts.command[0]!r}: {exc.strerror or exc}"
-                    ),
-                    attrs={"errno": exc.errno},
-                )
-            )
-    except Exception as err:
-        _say(f"could not record the failed start ({type(err).__name__}: {err})")
 
 
 def main_exit(opts: StdioOptions) -> None:
