@@ -31,6 +31,7 @@ class Stage(StrEnum):
     S4 = "S4"  # server -> client: tool result
     S5 = "S5"  # client -> LLM: context update (results, history, schemas re-sent) for a later LLM call
     S6 = "S6"  # LLM -> user: the final answer
+    MCP = "MCP"  # other MCP traffic seen on the wire: resources/*, prompts/*, ping, notifications, server->client requests
 
 
 class Phase(StrEnum):
@@ -45,6 +46,7 @@ class Phase(StrEnum):
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
     FINAL_ANSWER = "final_answer"
+    PROTOCOL = "protocol"  # MCP traffic outside the six stages (stage MCP)
 
 
 class Direction(StrEnum):
@@ -118,6 +120,7 @@ STAGE_PHASES: Final[dict[Stage, frozenset[Phase]]] = {
     Stage.S4: frozenset({Phase.TOOL_RESULT}),
     Stage.S5: frozenset({Phase.CONTEXT}),
     Stage.S6: frozenset({Phase.FINAL_ANSWER}),
+    Stage.MCP: frozenset({Phase.PROTOCOL}),
 }
 
 #: The default phase of each stage (INIT has none: the caller names the start-up phase).
@@ -128,6 +131,7 @@ STAGE_PHASE: Final[dict[Stage, Phase]] = {
     Stage.S4: Phase.TOOL_RESULT,
     Stage.S5: Phase.CONTEXT,
     Stage.S6: Phase.FINAL_ANSWER,
+    Stage.MCP: Phase.PROTOCOL,
 }
 
 STAGE_DIRECTION: Final[dict[Stage, Direction]] = {
@@ -138,6 +142,7 @@ STAGE_DIRECTION: Final[dict[Stage, Direction]] = {
     Stage.S4: Direction.SERVER_TO_CLIENT,
     Stage.S5: Direction.CLIENT_TO_LLM,
     Stage.S6: Direction.LLM_TO_USER,
+    Stage.MCP: Direction.CLIENT_TO_SERVER,  # a server's request or notification says server->client
 }
 
 #: Stages whose event stands for the input side of one LLM call (they carry ``tokens_in`` and ``in_*``).

@@ -37,6 +37,7 @@ from promcp.events import Event, Topology
 from promcp.redact import DEFAULT_PREVIEW_CHARS, preview
 from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
 from promcp.store.parquet import finalize
+from promcp.store.parts import finalize_group, group_lock, new_part_path
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ class Recorder:
         fsync: FsyncPolicy = "group",
         capture_content: bool = True,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
+        part: str | None = None,
     ) -> None:
         self.out = Path(out)
         self.topology = Topology(topology)
@@ -129,6 +131,8 @@ class Recorder:
         self.capture_content = capture_content
         self.preview_chars = preview_chars
         self.sdk_versions = sdk_versions()
+        #: ``part``: this process writes one part of a run that several processes record (promcp/store/parts.py)
+        self.part = part
         self.journal_path = self.out / JOURNAL_DIR / f"{self.run_id}{JOURNAL_SUFFIX}"
         header = JournalHeader(
             run_id=self.run_id,
@@ -139,7 +143,12 @@ class Recorder:
             promcp_version=__version__,
             meta=dict(meta or {}),
         )
-        self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
+        if part is None:
+            self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
+        else:
+            with group_lock(self.out):  # a merge must not see the part before its writer holds the lock
+                self.journal_path = new_part_path(self.out, self.run_id, part)
+                self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
         self._seq = itertools.count()
         self._seq_lock = threading.Lock()
         self._blobs: set[str] = set()
@@ -294,7 +303,10 @@ class Recorder:
         if _global_recorder is self:
             _global_recorder = None
         if finalize_run:
-            self.result_path = finalize(self.journal_path)
+            if self.part is None:
+                self.result_path = finalize(self.journal_path)
+            else:  # merged by the last part to end (None until then)
+                self.result_path = finalize_group(self.out, self.run_id)
         return self.result_path
 
     @property

@@ -18,6 +18,7 @@ builder                                    events
 :func:`context_overflow_event`             the S1 / S5 of a prompt that does not fit (never sent)
 :func:`tool_request_event`                 S3 of a :class:`ToolsCall`
 :func:`tool_result_event`                  S4 of a :class:`ToolsCall` (None when never sent)
+:func:`message_event`                      MCP ``protocol``: other MCP traffic (resources, prompts, ping, …)
 =========================================  ===============================================================
 
 :class:`ToolCallJoin` links a model's tool call (S2) to the ``tools/call`` that carries it out (S3/S4).
@@ -38,6 +39,7 @@ from promcp.stages.llm import (
     llm_output_event,
     output_text,
 )
+from promcp.stages.protocol import message_event
 from promcp.stages.tools import (
     ToolsCall,
     forwarded_text,
@@ -64,6 +66,7 @@ __all__ = [
     "llm_call_events",
     "llm_input_event",
     "llm_output_event",
+    "message_event",
     "output_text",
     "startup_event",
     "tool_footprints",

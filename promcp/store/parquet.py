@@ -254,7 +254,9 @@ def _finalized_run_file(journal: Path) -> Path | None:
 def finalize_pending(root: Path) -> list[Path]:
     """Finalize every journal left under dataset ``root`` (a run still writing would be finalized too: only call
     this on datasets no live process is writing)."""
-    return [finalize(j) for j in iter_journals(root) if not is_live(j)]
+    from promcp.store.parts import finalize_groups  # parts builds on this module
+
+    return [finalize(j) for j in iter_journals(root) if not is_live(j)] + finalize_groups(root)
 
 
 @dataclass
@@ -309,6 +311,9 @@ def discover(path: Path, *, finalize_journals: bool = True) -> list[RunFile]:
             )
     else:
         if finalize_journals:
+            from promcp.store.parts import finalize_groups  # parts builds on this module
+
+            finalize_groups(path)  # runs several processes recorded, once none of them is still writing
             for journal in iter_journals(path):
                 try:
                     finalize(journal)

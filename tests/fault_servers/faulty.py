@@ -1,7 +1,9 @@
 """An MCP server that misbehaves on purpose (fault tests of the promcp host).
 
 ``python faulty.py MODE``: ``crash`` exits in the middle of a tools/call, ``hang`` never answers a tools/call,
-``garbage`` writes non-JSON lines to stdout before answering, ``nostart`` exits before speaking MCP at all.
+``garbage`` writes non-JSON lines to stdout before answering, ``nostart`` exits before speaking MCP at all,
+``big`` answers with a result of ``PROMCP_BIG_MB`` megabytes (default 50), ``sized`` answers ``lookup(key)`` with
+``int(key)`` bytes of text (the proxy benchmark's payloads).
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ def lookup(key: str) -> str:
     if MODE == "garbage":
         sys.stdout.write("this is not JSON-RPC\n{broken json\n")
         sys.stdout.flush()
+    if MODE == "big":
+        return "x" * (int(float(os.environ.get("PROMCP_BIG_MB", "50")) * 1024 * 1024))
+    if MODE == "sized":
+        return "y" * int(key)
     return f"value of {key}"
 
 
