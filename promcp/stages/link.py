@@ -4,8 +4,8 @@ recorded by two kinds of processes (an LLM-API proxy and one MCP proxy per serve
 The LLM proxy's S2 events list every tool call the model asked for in ``attrs.tool_calls`` (``id``, ``name`` as the
 model saw it, ``args`` = :func:`promcp.wire.arguments_digest`), and it derives an S3 / S4 pair per call from the
 next request, which carries the result (``attrs.derived``; the S4 ends when that request arrived). An MCP proxy's
-S3 / S4 carry the server, the tool, the arguments' digest (``attrs.args_digest``) and exact timing, but no task and
-no tool-call id. :func:`link_tool_calls` joins them:
+S3 / S4 carry the server, the tool, the arguments' digest (``attrs.args_digest`` on either, or the S3's whole
+arguments preview) and exact timing, but no task and no tool-call id. :func:`link_tool_calls` joins them:
 
 * a ``tools/call`` S3 without a task is matched to a call of the same tool — the name itself, or Claude Code's
   ``mcp__<server>__<tool>`` — that the model asked for before it started (``CLOCK_SLACK_MS`` of clock slack between
@@ -111,9 +111,8 @@ def link_tool_calls(events: Sequence[Event]) -> list[Event]:
     if not plans:
         return list(events)
     slack = int(CLOCK_SLACK_MS * 1e6)
-    joined: dict[int, tuple[_Plan, dict[str, Any]]] = {}  # index of an S3 -> plan, join attrs
     calls = [
-        (i, e)
+        i
         for i, e in enumerate(events)
         if e.stage is Stage.S3
         and e.mcp_method == "tools/call"
@@ -121,7 +120,10 @@ def link_tool_calls(events: Sequence[Event]) -> list[Event]:
         and not (e.attrs or {}).get("derived")
         and e.t_start_ns is not None
     ]
-    for i, s3 in sorted(calls, key=lambda item: item[1].t_start_ns or 0):
+    results = _results(events, calls)
+    joined: dict[int, tuple[_Plan, dict[str, Any]]] = {}  # index of an S3 or S4 -> plan, join attrs
+    for i in sorted(calls, key=lambda i: events[i].t_start_ns or 0):
+        s3 = events[i]
         start = s3.t_start_ns or 0
         waiting = [
             p
@@ -134,22 +136,24 @@ def link_tool_calls(events: Sequence[Event]) -> list[Event]:
         ]
         if not waiting:
             continue
-        digest = _digest_of(s3)
+        s4 = results.get(i)
+        digest = _digest_of(s3) or (_digest_of(events[s4]) if s4 is not None else None)
         same = [p for p in waiting if digest is not None and p.args == digest]
-        pool = same or waiting
-        plan = min(pool, key=lambda p: p.asked_ns)
+        plan = min(same or waiting, key=lambda p: p.asked_ns)
         quality = "arguments" if same else ("name" if len(waiting) == 1 else "name_ambiguous")
         plan.taken = True
-        joined[i] = (plan, {"quality": quality, "after_plan_ms": round((start - plan.asked_ns) / 1e6, 3)})
+        hit = (plan, {"quality": quality, "after_plan_ms": round((start - plan.asked_ns) / 1e6, 3)})
+        joined[i] = hit
+        if s4 is not None:
+            joined[s4] = hit
     if not joined:
         return list(events)
-    results = _pair_results(events, joined)
     linked_ids = {plan.call_id for plan, _ in joined.values()}
     out: list[Event] = []
     for i, e in enumerate(events):
         if (e.attrs or {}).get("derived") and e.tool_call_id in linked_ids:
             continue  # the exact pair replaces the derived one
-        hit = joined.get(i) or results.get(i)
+        hit = joined.get(i)
         if hit is None:
             out.append(e)
             continue
@@ -159,27 +163,19 @@ def link_tool_calls(events: Sequence[Event]) -> list[Event]:
     return out
 
 
-def _pair_results(
-    events: Sequence[Event], joined: dict[int, tuple[_Plan, dict[str, Any]]]
-) -> dict[int, tuple[_Plan, dict[str, Any]]]:
-    """The S4 of each joined S3: same server, tool and JSON-RPC id, the first one after it."""
-    pairs: dict[int, tuple[_Plan, dict[str, Any]]] = {}
-    used: set[int] = set()
-    for i, hit in joined.items():
+def _results(events: Sequence[Event], calls: Sequence[int]) -> dict[int, int]:
+    """index of an S3 -> index of its S4: same server, tool and JSON-RPC id, the first one after it."""
+    waiting: dict[tuple[str | None, str | None, str | None], list[int]] = {}
+    for j, e in enumerate(events):
+        if e.stage is Stage.S4 and e.tool_call_id is None and not (e.attrs or {}).get("derived"):
+            waiting.setdefault((e.server, e.tool, e.jsonrpc_id), []).append(j)
+    pairs: dict[int, int] = {}
+    for i in sorted(calls, key=lambda i: events[i].t_start_ns or 0):
         s3 = events[i]
-        best: int | None = None
-        for j, e in enumerate(events):
-            if (
-                j in used
-                or e.stage is not Stage.S4
-                or e.tool_call_id is not None
-                or (e.server, e.tool, e.jsonrpc_id) != (s3.server, s3.tool, s3.jsonrpc_id)
-                or (e.t_start_ns or 0) < (s3.t_start_ns or 0)
-            ):
-                continue
-            if best is None or (e.t_start_ns or 0) < (events[best].t_start_ns or 0):
-                best = j
-        if best is not None:
-            used.add(best)
-            pairs[best] = hit
+        candidates = waiting.get((s3.server, s3.tool, s3.jsonrpc_id), [])
+        later = [j for j in candidates if (events[j].t_start_ns or 0) >= (s3.t_start_ns or 0)]
+        if later:
+            best = min(later, key=lambda j: events[j].t_start_ns or 0)
+            candidates.remove(best)
+            pairs[i] = best
     return pairs

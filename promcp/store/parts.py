@@ -13,8 +13,9 @@ folder itself (so a part is never merged between its creation and its writer's l
 :func:`finalize_group` merges the parts when none is still being written (the last process to end does it, and
 ``promcp finalize`` does it for parts left by killed processes): the events of every part — and those of the run's
 Parquet file when an earlier merge already wrote one — are ordered by start time (ties keep each process's own
-order), numbered again (``seq``), and written as the run's one Parquet file through :func:`write_run`; merged parts
-are removed only after that file is in place. A part created while a merge runs is left for the next merge.
+order), an LLM proxy's tool calls are joined to the MCP proxies' ``tools/call`` events
+(:func:`promcp.stages.link.link_tool_calls`, idempotent), the events are numbered again (``seq``), and written as
+the run's one Parquet file through :func:`write_run`; merged parts are removed only after that file is in place. A part created while a merge runs is left for the next merge.
 
 Readers skip part folders (they are not ``*.jsonl`` files of ``_journal/``), so a run appears once it is merged.
 """
@@ -36,6 +37,7 @@ import pyarrow.parquet as pq
 
 from promcp.errors import PromcpWarning, TraceError
 from promcp.events import Event
+from promcp.stages.link import link_tool_calls
 from promcp.store.journal import (
     JOURNAL_DIR,
     JOURNAL_SUFFIX,
@@ -172,7 +174,9 @@ def finalize_group(root: Path, run_id: str) -> Path | None:
             ranked.extend((_start(e), rank, e.seq, e) for e in c.events)
             blobs.extend(c.blobs.values())
         ranked.sort(key=lambda item: item[:3])
-        events = [e.replace(seq=i) for i, (*_, e) in enumerate(ranked)]
+        # an LLM proxy's tool calls joined to the MCP proxies' tools/call events (promcp/stages/link.py)
+        linked = link_tool_calls([e for *_, e in ranked])
+        events = [e.replace(seq=i) for i, e in enumerate(linked)]
         unique = {b.blob: b for b in blobs}
         dest = write_run(
             root,

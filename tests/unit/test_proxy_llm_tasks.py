@@ -182,3 +182,15 @@ def test_link_by_name_when_arguments_are_unknown() -> None:
     # the whole arguments preview (not cut) is as good as a digest
     s3p = s3.replace(req_preview='{"tz":"UTC"}')
     assert link_tool_calls([_s2(call, 0.0), s3p])[1].attrs["join"]["quality"] == "arguments"  # type: ignore[index]
+
+
+def test_link_reads_the_digest_the_mcp_proxy_puts_on_the_result() -> None:
+    """The MCP proxy's S3 carries a preview of the arguments (cut when long), its S4 the arguments' digest."""
+    big = {"text": "x" * 1000}
+    a, b = ToolCall("toolu_a", "echo", {"text": "y" * 1000}), ToolCall("toolu_b", "echo", big)
+    s2 = _s2(a, 0.0).replace(attrs={"tool_calls": tool_calls_attr([a, b])})
+    s3 = _mcp(Stage.S3, 3, "e", "echo", big).replace(attrs=None, req_preview='{"text":"xxxx…(+900 chars)')
+    s4 = _mcp(Stage.S4, 4, "e", "echo", None).replace(attrs={"args_digest": arguments_digest(big)})
+    out = link_tool_calls([s2, s3, s4])
+    assert [e.tool_call_id for e in out[1:]] == ["toolu_b", "toolu_b"]
+    assert out[1].attrs is not None and out[1].attrs["join"]["quality"] == "arguments"

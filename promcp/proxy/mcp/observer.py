@@ -53,7 +53,7 @@ from promcp.stages import (
     tools_discovery_event,
 )
 from promcp.tokenizers import CachedTokenizer
-from promcp.wire import compact_json, mcp
+from promcp.wire import arguments_digest, compact_json, mcp
 
 __all__ = ["CLIENT", "SERVER", "McpObserver", "Seen"]
 
@@ -578,7 +578,9 @@ class McpObserver:
             return tool_request_event(ToolsCall(tokenizer=self.tokenizer(), **measured))
 
         def s4() -> Event | None:
-            return tool_result_event(ToolsCall(tokenizer=self.tokenizer(), **measured))
+            # the join key of this call with the model's tool call the LLM proxy saw (promcp/stages/link.py)
+            attrs = {**measured["attrs"], "args_digest": arguments_digest(arguments)}
+            return tool_result_event(ToolsCall(tokenizer=self.tokenizer(), **{**measured, "attrs": attrs}))
 
         self._emit_later(s3)
         self._emit_later(s4)
