@@ -17,7 +17,7 @@ from promcp._version import __version__
 from promcp.cli._common import run_command
 
 #: Subcommand modules, in the order ``promcp --help`` lists them.
-COMMAND_MODULES = ("run", "import_", "report", "whatif", "bench", "proxy")
+COMMAND_MODULES = ("run", "import_", "report", "whatif", "bench", "proxy", "record")
 #: Commands a client starts once per server and waits for: only their own module is imported (the others pull
 #: in pandas and DuckDB, seconds of start-up per server).
 LEAN_COMMANDS = ("proxy",)

@@ -268,7 +268,13 @@ class ReverseProxy:
         self._pool = UpstreamPool(
             self.origin, connect_timeout_s=self.connect_timeout_s, read_timeout_s=self.read_timeout_s
         )
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_READ_SIZE)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_READ_SIZE)
+        except OSError as exc:
+            await self._pool.aclose()
+            raise ConfigError(
+                f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}", key="listen"
+            ) from None
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:

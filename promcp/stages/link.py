@@ -142,10 +142,10 @@ def link_tool_calls(events: Sequence[Event]) -> list[Event]:
         plan = min(same or waiting, key=lambda p: p.asked_ns)
         quality = "arguments" if same else ("name" if len(waiting) == 1 else "name_ambiguous")
         plan.taken = True
-        hit = (plan, {"quality": quality, "after_plan_ms": round((start - plan.asked_ns) / 1e6, 3)})
-        joined[i] = hit
+        join: dict[str, Any] = {"quality": quality, "after_plan_ms": round((start - plan.asked_ns) / 1e6, 3)}
+        joined[i] = (plan, join)
         if s4 is not None:
-            joined[s4] = hit
+            joined[s4] = (plan, join)
     if not joined:
         return list(events)
     linked_ids = {plan.call_id for plan, _ in joined.values()}
@@ -153,13 +153,15 @@ def link_tool_calls(events: Sequence[Event]) -> list[Event]:
     for i, e in enumerate(events):
         if (e.attrs or {}).get("derived") and e.tool_call_id in linked_ids:
             continue  # the exact pair replaces the derived one
-        hit = joined.get(i)
-        if hit is None:
+        found = joined.get(i)
+        if found is None:
             out.append(e)
             continue
-        plan, join = hit
-        attrs = {**(e.attrs or {}), "join": join, "llm_tool_name": plan.name}
-        out.append(e.replace(task_id=plan.task_id, round=plan.round, tool_call_id=plan.call_id, attrs=attrs))
+        linked, how = found
+        attrs = {**(e.attrs or {}), "join": how, "llm_tool_name": linked.name}
+        out.append(
+            e.replace(task_id=linked.task_id, round=linked.round, tool_call_id=linked.call_id, attrs=attrs)
+        )
     return out
 
 

@@ -302,8 +302,14 @@ class LLMRecording:
                 },
             )
             s3, *rest = tools_call_events(tc)
+            marks = {k: v for k, v in tc.attrs.items() if k != "args_digest"}  # the S3 builder keeps none
             events.append(
-                s3.replace(latency_ms=None, timing_quality=TimingQuality.NONE, round=placement.answered_round)
+                s3.replace(
+                    latency_ms=None,
+                    timing_quality=TimingQuality.NONE,
+                    round=placement.answered_round,
+                    attrs={**(s3.attrs or {}), **marks},
+                )
             )
             events.extend(
                 e.replace(timing_quality=TimingQuality.BOUNDED, round=placement.answered_round) for e in rest
