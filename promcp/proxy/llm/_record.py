@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -217,6 +218,9 @@ class LLMRecording:
             attrs["deferred_tools"] = len(request.deferred_tools)
             attrs["deferred_not_loaded"] = [p.key for p in request.deferred]
             attrs["deferred_schema_tokens"] = sum(tokenizer.count(p.text) for p in request.deferred)
+        announced = _announced_mcp_tools(request)
+        if announced:
+            attrs["deferred_mcp_tools"] = announced
         if request.loaded:
             attrs["loaded_tools"] = list(request.loaded)
         if request.tool_search:
@@ -341,6 +345,20 @@ class LLMRecording:
                 attrs=attrs,
             )
         )
+
+
+_MCP_NAME = re.compile(r"\bmcp__[A-Za-z0-9_-]+?__[A-Za-z0-9_-]+")
+
+
+def _announced_mcp_tools(request: ChatRequest) -> list[str]:
+    """MCP tools the client names in its system text without sending their definitions: Claude Code lists the
+    tools it defers behind ToolSearch by name (``mcp__<server>__<tool>``) in a system message."""
+    sent = set(request.tool_names)
+    named: dict[str, None] = {}
+    for piece in request.pieces:
+        if piece.origin is Origin.SYSTEM and "mcp__" in piece.text:
+            named.update(dict.fromkeys(m for m in _MCP_NAME.findall(piece.text) if m not in sent))
+    return list(named)
 
 
 def _schema_keys(request: ChatRequest) -> dict[str, str]:
