@@ -144,6 +144,7 @@ def _run(args: argparse.Namespace) -> int:
                 f"  export {BASE_URL_VARS[family]}={proxy.url}",
                 highlight=False,
                 markup=False,
+                soft_wrap=True,
             )
             try:
                 while True:
@@ -158,5 +159,6 @@ def _run(args: argparse.Namespace) -> int:
         f"events: {path or rec.journal_path.parent}",
         highlight=False,
         markup=False,
+        soft_wrap=True,
     )
     return 0

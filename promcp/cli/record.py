@@ -72,27 +72,38 @@ def _run(args: argparse.Namespace) -> int:
         rec.close()
     launch = result.launch
     if launch.wrapped:
-        err.print(f"MCP servers recorded: {', '.join(launch.wrapped)}", highlight=False, markup=False)
+        err.print(
+            f"MCP servers recorded: {', '.join(launch.wrapped)}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     for name in launch.unwrapped:
-        err.print(f"not recorded: {name}", highlight=False, markup=False)
+        err.print(f"not recorded: {name}", highlight=False, markup=False, soft_wrap=True)
     calls = sum(p.counters.calls for p in result.proxies)
     tasks = sum(len(p.counters.by_task) for p in result.proxies)
     failed = sum(p.counters.failed for p in result.proxies)
     errors = [e for p in result.proxies for e in p.recording.errors]
     for problem in errors:
-        err.print(f"[yellow]warning:[/] an LLM call could not be recorded: {problem}", highlight=False)
+        err.print(
+            f"[yellow]warning:[/] an LLM call could not be recorded: {problem}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if result.still_writing:
         err.print(
             f"{len(result.still_writing)} MCP proxy part(s) still being written: the run is merged when they "
             "end (or by 'promcp report')",
             highlight=False,
             markup=False,
+            soft_wrap=True,
         )
     where = result.run_file or rec.out
     err.print(
         f"promcp record: {calls} LLM call(s) in {tasks} task(s), {failed} failed; run {rec.run_id}; events: {where}",
         highlight=False,
         markup=False,
+        soft_wrap=True,
     )
     if result.run_file is not None and not args.no_summary:
         _summary(result.run_file)

@@ -40,6 +40,14 @@ def test_rounds_of_one_task_then_a_new_task_in_the_same_conversation() -> None:
     assert (third.task_id, third.round, third.new_task) == ("sess-123-002", 1, True)
 
 
+def test_the_same_prompt_again_after_an_answer_is_a_new_task() -> None:
+    convs = Conversations()
+    first = convs.place(None, blocks(("user", "hi")))
+    convs.answered(first, ok=True)
+    again = convs.place(None, blocks(("user", "hi")))
+    assert (again.task_id, again.round, again.new_task, again.retry) == ("task-002", 1, True, False)
+
+
 def test_merged_assistant_turns_still_continue_the_conversation() -> None:
     """Claude Code merges consecutive assistant turns (and their results) between two calls of one task."""
     convs = Conversations()

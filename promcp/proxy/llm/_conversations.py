@@ -8,7 +8,8 @@ client sends one). Then:
 
 * after a call that asked for tools, it is the next **round** of the same task (S5);
 * after a final answer, it carries a new user turn: a **new task** (S1) in the same conversation;
-* after a call that failed, or with the very same conversation again, it is a **retry** (next round, marked).
+* after a call that failed, it is a **retry** (next round, marked); the very same conversation again after a
+  call that succeeded is the same prompt run anew: a new task.
 
 A request that continues no conversation starts one. If another conversation of the same session is waiting for
 its tool results at that moment (Claude Code's Agent tool runs a subagent), the new conversation is that task's
@@ -16,7 +17,8 @@ its tool results at that moment (Claude Code's Agent tool runs a subagent), the 
 otherwise it is a new task. Parallel subagents are apart because each continues only its own conversation.
 
 Known limit: two conversations of one session that start with exactly the same blocks (two subagents given the
-same prompt) cannot be told apart until they diverge; the second is taken as a repeat of the first.
+same prompt, in flight together) cannot be told apart until they diverge: a later request is placed in the one
+used last.
 """
 
 from __future__ import annotations
@@ -102,21 +104,21 @@ class Conversations:
     ) -> Placement:
         """The task and round of a request with these conversation ``blocks`` (call :meth:`answered` after)."""
         conv = self._continued(session, blocks, previous_response_id)
+        if conv is not None and list(blocks) == conv.blocks and conv.ok:
+            conv = None  # the same conversation again after it succeeded: the same prompt run anew
         if conv is not None:
             conv.used = next(self._clock)
-            repeat = list(blocks) == conv.blocks
-            if conv.ok and not conv.pending and not repeat:  # after a final answer: a new user turn
-                conv.task_id, conv.rounds = self._task_id(session), 0
+            if conv.ok and not conv.pending:  # after a final answer: a new user turn
+                conv.task_id, conv.rounds = self._task_id(session), 1
                 conv.blocks = list(blocks)
-                conv.rounds += 1
                 return Placement(conv.task_id, 1, conv.id, new_task=True)
-            answered = tuple(conv.pending) if conv.ok and not repeat else ()
+            answered = tuple(conv.pending) if conv.ok else ()
             placement = Placement(
                 conv.task_id,
                 conv.rounds + 1,
                 conv.id,
                 new_task=False,
-                retry=not conv.ok or repeat,
+                retry=not conv.ok,
                 answered=answered,
                 answered_since=conv.end if answered else None,
                 answered_round=conv.rounds if answered else None,
