@@ -76,17 +76,28 @@ class UpstreamResponse:
     _done: bool = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """Body bytes as the upstream sends them; raises UpstreamBroken / UpstreamTimeout when it breaks off."""
+        """Body bytes as the upstream sends them; raises UpstreamBroken / UpstreamTimeout when it breaks off.
+
+        Each read from the socket is handed on at once; the body pieces one read holds (several SSE events the
+        upstream wrote back to back) come as one chunk — nothing waits for more data."""
         conn = self._conn
+        pool = self._pool
         while True:
-            event = await self._pool._next_event(conn)
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            pieces: list[bytes] = []
+            while True:
+                event = pool._event(conn)
+                if isinstance(event, h11.Data):
+                    pieces.append(bytes(event.data))
+                    continue
+                break
+            if pieces:
+                yield b"".join(pieces)
+            if isinstance(event, h11.EndOfMessage):
                 self._done = True
                 return
-            else:
+            if event is not h11.NEED_DATA:
                 raise UpstreamBroken(f"unexpected {type(event).__name__} in the response body")
+            await pool._read(conn)
 
     async def aclose(self) -> None:
         """Give the connection back to the pool when the response was read whole, else close it."""
@@ -163,27 +174,33 @@ class UpstreamPool:
         else:
             conn.close()
 
+    def _event(self, conn: _Conn) -> object:
+        """The next event h11 has from what was read (``h11.NEED_DATA`` when it needs more)."""
+        try:
+            event = conn.h11.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise UpstreamBroken(f"the upstream broke off or spoke invalid HTTP: {exc}") from None
+        if isinstance(event, h11.ConnectionClosed):
+            raise UpstreamBroken("the upstream closed the connection")
+        return event
+
+    async def _read(self, conn: _Conn) -> None:
+        try:
+            async with asyncio.timeout(self.read_timeout_s):
+                data = await conn.reader.read(_READ_SIZE)
+        except TimeoutError:
+            raise UpstreamTimeout(f"no data for {self.read_timeout_s:g} s") from None
+        except OSError as exc:
+            raise UpstreamBroken(str(exc) or type(exc).__name__) from None
+        conn.received += len(data)
+        conn.h11.receive_data(data)  # b"": the upstream closed; h11 says what that means on the next event
+
     async def _next_event(self, conn: _Conn) -> object:
         while True:
-            try:
-                event = conn.h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise UpstreamBroken(f"the upstream broke off or spoke invalid HTTP: {exc}") from None
+            event = self._event(conn)
             if event is not h11.NEED_DATA:
-                if isinstance(event, h11.ConnectionClosed):
-                    raise UpstreamBroken("the upstream closed the connection")
                 return event
-            try:
-                async with asyncio.timeout(self.read_timeout_s):
-                    data = await conn.reader.read(_READ_SIZE)
-            except TimeoutError:
-                raise UpstreamTimeout(f"no data for {self.read_timeout_s:g} s") from None
-            except OSError as exc:
-                raise UpstreamBroken(str(exc) or type(exc).__name__) from None
-            conn.received += len(data)
-            conn.h11.receive_data(
-                data
-            )  # b"": the upstream closed; h11 says what that means on the next event
+            await self._read(conn)
 
     async def request(
         self, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes
