@@ -573,10 +573,11 @@ class ServerPool:
 
         if policy.ready_probe and cfg.transport == "stdio":
             _, _, ping = await step(Phase.READY, "ping", session.send_ping, left())
-            self._phase_done(
+            self._phase_done(  # ready = the server answered the probe (the answer's arrival)
                 conn,
                 Phase.READY,
                 ready_start,
+                ping.received if ping else None,
                 mcp_method="ping",
                 jsonrpc_id=ping.jsonrpc_id if ping else None,
                 attrs=attrs,
