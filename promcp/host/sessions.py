@@ -430,15 +430,17 @@ class ServerPool:
             raise
         return conn
 
-    def _phase_done(self, conn: ServerConnection, phase: Phase, start: Instant, **fields: Any) -> None:
-        """An INIT start-up phase of ``conn`` that began at ``start`` has just ended."""
+    def _phase_done(
+        self, conn: ServerConnection, phase: Phase, start: Instant, end: Instant | None = None, **fields: Any
+    ) -> None:
+        """An INIT start-up phase of ``conn`` that began at ``start`` has ended (at ``end``, default now)."""
         self.rec.emit(
             stages.startup_event(
                 phase=phase,
                 server=conn.name,
                 transport=conn.transport,
                 start=start,
-                end=self.clock.now(),
+                end=end or self.clock.now(),
                 **fields,
             )
         )
