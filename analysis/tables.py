@@ -27,21 +27,27 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from promcp.events import Origin, Phase, Stage
+
 #: The paper's phases (Tables 1 and 2), in display order.
-PHASES: Final = ("context", "llm_plan", "tool_call", "tool_result", "final_answer")
+PHASES: Final = tuple(
+    p.value for p in (Phase.CONTEXT, Phase.LLM_PLAN, Phase.TOOL_CALL, Phase.TOOL_RESULT, Phase.FINAL_ANSWER)
+)
 #: The paper's latency segments.
 SEGMENTS: Final = ("tool_plan", "tool_execution", "answer_synthesis")
 #: Start-up phases of a session.
-INIT_PHASES: Final = ("spawn", "ready", "initialize", "tools_discovery")
-ORIGINS: Final = ("system", "schemas", "user", "history", "tool_results")
+INIT_PHASES: Final = tuple(
+    p.value for p in (Phase.SPAWN, Phase.READY, Phase.INITIALIZE, Phase.TOOLS_DISCOVERY)
+)
+ORIGINS: Final = tuple(o.value for o in Origin)
 
 #: phase -> (stages that carry it, token column counted for it)
 PHASE_TOKENS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
-    "context": (("S1", "S5"), "tokens_in"),
-    "llm_plan": (("S2",), "tokens_out"),
-    "tool_call": (("S3",), "footprint_tokens"),
-    "tool_result": (("S4",), "footprint_tokens"),
-    "final_answer": (("S6",), "tokens_out"),
+    Phase.CONTEXT.value: ((Stage.S1.value, Stage.S5.value), "tokens_in"),
+    Phase.LLM_PLAN.value: ((Stage.S2.value,), "tokens_out"),
+    Phase.TOOL_CALL.value: ((Stage.S3.value,), "footprint_tokens"),
+    Phase.TOOL_RESULT.value: ((Stage.S4.value,), "footprint_tokens"),
+    Phase.FINAL_ANSWER.value: ((Stage.S6.value,), "tokens_out"),
 }
 TASK_KEYS: Final = ("run_id", "task_id")
 #: Columns the recorder sets on every event of a run: grouping by them needs no per-task lookup.
@@ -268,7 +274,7 @@ def _billed_row(
     mask = pd.Series(True, index=tok.index)
     for col, value in zip(by, key, strict=True):
         mask &= tok[col] == value
-    billed_cols = ["context", "llm_plan", "final_answer"]
+    billed_cols = [Phase.CONTEXT.value, Phase.LLM_PLAN.value, Phase.FINAL_ANSWER.value]
     row: dict[str, object] = {**dict(zip(by, key, strict=True)), "phase": "llm_billed"}
     for name, frame in (("tokens", tok), ("latency_ms", lat)):
         part = frame.loc[mask, list(PHASES)].astype("float64")
@@ -354,14 +360,15 @@ def session_init(events: Events, by: Sequence[str] = ("topology", "server", "tra
     for key, part in frame.groupby(by, sort=True, dropna=False, observed=True):
         key = key if isinstance(key, tuple) else (key,)
         row: dict[str, object] = dict(zip(by, key, strict=True))
-        sessions = part[part["phase"] == "initialize"]
-        row["sessions"] = len(sessions) if len(sessions) else int(part["phase"].eq("tools_discovery").sum())
+        sessions = part[part["phase"] == Phase.INITIALIZE.value]
+        discovery = part["phase"].eq(Phase.TOOLS_DISCOVERY.value)
+        row["sessions"] = len(sessions) if len(sessions) else int(discovery.sum())
         row["failures"] = int(part["failed"].sum())
         for p in INIT_PHASES:
             lat = part.loc[part["phase"] == p, "latency"]
             row[f"{p}_ms_mean"] = lat.mean()
             row[f"{p}_ms_std"] = lat.std(ddof=1) if lat.count() > 1 else np.nan
-        disc = part[part["phase"] == "tools_discovery"]
+        disc = part[discovery]
         row["tools"] = disc["tools"].mean() if len(disc) else np.nan
         row["schema_tokens"] = disc["tokens"].mean() if len(disc) else np.nan
         row["schema_bytes"] = disc["bytes"].mean() if len(disc) else np.nan

@@ -88,12 +88,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.dry_run:
         with err.status("loading the LLM backend…"):
             backend = _backend(bench, args)
-    else:
-        from promcp.host.llm.base import get_backend
-
-        # dry runs need only a tokenizer for the tools/list footprint: a cheap stand-in for the real backend
+    else:  # dry runs need only a tokenizer for the tools/list footprint: the real backend is not loaded
         backend = _DryBackend(bench)
-        _ = get_backend  # (the real backend is not loaded)
     prepare_workspace(bench, workspace)
     meta = {
         "benchmark_file": str(args.benchmark),
@@ -137,10 +133,10 @@ class _DryBackend:
 
     def __init__(self, bench: Any) -> None:
         from promcp import tokenizers
-        from promcp.host.llm.base import LLMBackend
+        from promcp.wire.mcp import tool_text
 
         self.tokenizer = tokenizers.get(bench.llm.tokenizer or "o200k_base")
-        self.render_tool = lambda spec: LLMBackend.render_tool(self, spec)  # type: ignore[arg-type]
+        self.render_tool = lambda spec: tool_text(spec.name, spec.description, spec.input_schema)
 
     async def aclose(self) -> None:
         return None

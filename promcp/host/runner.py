@@ -23,9 +23,9 @@ from promcp.events import Event, Stage, Status, TimingQuality
 from promcp.host.agent import Agent, Progress, TaskResult
 from promcp.host.config import Benchmark, TaskConfig
 from promcp.host.llm.base import LLMBackend, ToolSpec
-from promcp.host.mcp_events import Clock
 from promcp.host.sessions import ServerPool
 from promcp.recorder import Recorder, scope
+from promcp.stages import SYSTEM_CLOCK
 
 
 @dataclass
@@ -160,12 +160,12 @@ async def run_benchmark(
 
 
 async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: Recorder) -> TaskResult:
-    start = Clock.now()
+    start = SYSTEM_CLOCK.now()
     try:
         async with asyncio.timeout(timeout_s):
             return await agent.run(task)
     except TimeoutError:
-        end = Clock.now()
+        end = SYSTEM_CLOCK.now()
         with scope(task_id=task.id):
             recorder.emit(
                 Event(

@@ -38,6 +38,7 @@ from promcp.stages.llm import (
     llm_input_event,
     llm_output_event,
     output_text,
+    usage_attrs,
 )
 from promcp.stages.protocol import message_event
 from promcp.stages.tools import (
@@ -74,4 +75,5 @@ __all__ = [
     "tool_result_event",
     "tools_call_events",
     "tools_discovery_event",
+    "usage_attrs",
 ]

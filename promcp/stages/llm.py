@@ -43,6 +43,8 @@ __all__ = [
     "llm_call_events",
     "llm_input_event",
     "llm_output_event",
+    "output_text",
+    "usage_attrs",
 ]
 
 
@@ -73,6 +75,8 @@ class LLMCall:
     put_text: PutText | None = None
     attrs_in: Mapping[str, Any] | None = None
     attrs_out: Mapping[str, Any] | None = None
+    #: ``trace_id`` / ``span_id`` / ``parent_span_id`` of the span the source made for the call
+    span_ids: Mapping[str, str | None] | None = None
 
     @property
     def stage_in(self) -> Stage:
@@ -122,6 +126,7 @@ def _common(call: LLMCall) -> dict[str, Any]:
         "provider": call.provider,
         "tokenizer": call.tokenizer.name,
         "context_window": call.context_window,
+        **(call.span_ids or {}),
     }
 
 
@@ -159,7 +164,7 @@ def llm_input_event(call: LLMCall) -> Event:
             attrs["origin_scale"] = round(usage.input_tokens / local, 6) if local else None
             parts = scale_parts(parts, usage.input_tokens)
     if usage is not None:
-        attrs.update(_cache_attrs(usage))
+        attrs.update(usage_attrs(usage))
     attrs.update(call.attrs_in or {})
     prompt_ms = _prompt_ms(call)
     return Event(
@@ -175,7 +180,10 @@ def llm_input_event(call: LLMCall) -> Event:
     )
 
 
-def _cache_attrs(usage: Usage) -> dict[str, Any]:
+def usage_attrs(usage: Usage) -> dict[str, Any]:
+    """The input event's attrs for a provider usage: ``cache_read_tokens`` / ``cache_write_tokens`` (and the
+    5-minute / 1-hour write split) when the provider reports any cache use, and ``usage`` = every field as
+    reported. (The importers' builder uses it too.)"""
     attrs: dict[str, Any] = {}
     if usage.cache_read_tokens or usage.cache_write_tokens:
         attrs["cache_read_tokens"] = usage.cache_read_tokens or 0

@@ -153,7 +153,8 @@ _fallback_ids = itertools.count()
 
 
 def next_call_id() -> str:
-    """A tool-call id for a response that carries none (older Ollama): unique in this process."""
+    """A tool-call id for a response that carries none (older Ollama): unique in this process, so S2/S3/S4 join
+    and the ``tool_results`` part keys of different rounds never collide (every source uses this one counter)."""
     return f"call_{next(_fallback_ids)}"
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from promcp.events import Origin
+from promcp.wire import openai
 from promcp.wire._common import IdFactory, as_dict, get, need, next_call_id, opt_int
-from promcp.wire._types import ChatRequest, Output, Piece, Usage
-from promcp.wire.openai import function_calls, function_tool, message_pieces
+from promcp.wire._types import ChatRequest, Output, Usage
+from promcp.wire.openai import function_calls
 
 __all__ = ["ChatStream", "parse_request", "parse_response", "parse_usage"]
 
@@ -29,15 +29,7 @@ _DURATIONS = {
 
 def parse_request(body: Mapping[str, Any]) -> ChatRequest:
     """An ``/api/chat`` request body as pieces by origin (system, schemas, then the conversation)."""
-    model = body.get("model")
-    request = ChatRequest(model=None if model is None else str(model), stream=body.get("stream") is not False)
-    schemas = []
-    for tool in body.get("tools") or ():
-        name, text = function_tool(tool)
-        request.tool_names.append(name)
-        schemas.append(Piece(Origin.SCHEMAS, name, text))
-    message_pieces(list(body.get("messages") or ()), request, schemas)
-    return request
+    return openai.parse_request(body, streams_by_default=True)
 
 
 def parse_usage(body: Any) -> Usage | None:

@@ -97,9 +97,15 @@ def message_pieces(messages: Sequence[Any], request: ChatRequest, schemas: Seque
         request.pieces.extend(schemas)
 
 
-def parse_request(body: Mapping[str, Any]) -> ChatRequest:
-    """A Chat Completions request body (or an SDK call's keyword arguments) as pieces by origin."""
-    request = ChatRequest(model=_str(body.get("model")), stream=bool(body.get("stream")))
+def parse_request(body: Mapping[str, Any], *, streams_by_default: bool = False) -> ChatRequest:
+    """A Chat Completions request body (or an SDK call's keyword arguments) as pieces by origin
+    (``streams_by_default``: Ollama's ``/api/chat`` streams unless ``"stream": false``)."""
+    stream = body.get("stream")
+    model = body.get("model")
+    request = ChatRequest(
+        model=None if model is None else str(model),
+        stream=stream is not False if streams_by_default else bool(stream),
+    )
     schemas = []
     for tool in body.get("tools") or ():
         name, text = function_tool(tool)

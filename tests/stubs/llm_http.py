@@ -1,13 +1,16 @@
-"""Stub LLM HTTP servers on 127.0.0.1 that speak the OpenAI, Ollama and Anthropic wire formats.
+"""Stub LLM APIs that speak the OpenAI, Ollama and Anthropic wire formats: a loopback HTTP server, or the same
+script behind an ``httpx2.MockTransport``.
 
-A stub is a real HTTP server (``http.server`` in a thread, ephemeral port). It records every request (path, headers,
-JSON body) and answers from a script: a list of ``Reply`` (status, JSON body, headers) consumed in order, or — for
+A :class:`StubServer` is a real HTTP server (``http.server`` in a thread, ephemeral port) for end-to-end tests; a
+:class:`MockAPI` answers from the same script inside the client (``transport=MockAPI(...).transport`` on a backend:
+no thread, no socket) for unit tests of a backend's wire handling. Both record every request (path, headers, JSON
+body) and answer from a script: a list of ``Reply`` (status, JSON body, headers) consumed in order, or — for
 end-to-end runs — an ``agent`` replier that reads the request like a model would: on a request whose last message
 is not a tool result it calls the first offered tool with schema-shaped arguments, afterwards it answers in text.
 The response bodies follow the providers' documented shapes, including usage blocks and error bodies. A reply
-whose body is a :class:`Drip` is streamed with chunked transfer encoding, one chunk at a time with a pause between
-them (and can break off mid-stream), as a streaming LLM API does; a request body that is not JSON is kept as
-``Request.raw`` (``body`` is then ``{}``). The server speaks HTTP/1.1 with keep-alive.
+whose body is a :class:`Drip` is streamed by the server with chunked transfer encoding, one chunk at a time with a
+pause between them (and can break off mid-stream), as a streaming LLM API does; a request body that is not JSON is
+kept as ``Request.raw`` (``body`` is then ``{}``). The server speaks HTTP/1.1 with keep-alive.
 
 With ``wire="openai" | "anthropic" | "ollama"`` the stub first checks the request the way the real API does (auth
 headers, required fields, tool name pattern, role order, every tool call answered by its id) and answers a
@@ -24,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
+
+import httpx2 as httpx
 
 Wire = Literal["openai", "anthropic", "ollama"]
 
@@ -57,12 +62,71 @@ class Request:
 Replier = Callable[[Request], Reply]
 
 
-class StubServer:
+class _Script:
+    """The replies, the request checks and the log shared by the server and the mock transport."""
+
     def __init__(self, replies: list[Reply] | Replier, *, wire: Wire | None = None) -> None:
         self.requests: list[Request] = []
         self.violations: list[str] = []
         self._replies = replies
         self._wire = wire
+
+    def answer(self, req: Request) -> Reply:
+        self.requests.append(req)
+        return self._check(req) or self._next(req)
+
+    def _check(self, req: Request) -> Reply | None:
+        if self._wire is None:
+            return None
+        problem = CHECKS[self._wire](req)
+        if problem is None:
+            return None
+        self.violations.append(problem)
+        return Reply(400, ERRORS[self._wire](problem))
+
+    def _next(self, req: Request) -> Reply:
+        if callable(self._replies):
+            return self._replies(req)
+        if not self._replies:
+            return Reply(500, {"error": {"type": "stub_exhausted", "message": "no scripted reply left"}})
+        return self._replies.pop(0)
+
+
+def _body(reply: Reply) -> bytes:
+    return reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+
+
+class MockAPI(_Script):
+    """The script behind an ``httpx2.MockTransport`` (pass ``.transport`` to a backend; ``url`` is its base URL).
+    ``on_request`` runs inside each request (a test advances its fake clock there)."""
+
+    url = "http://stub.test"
+
+    def __init__(
+        self,
+        replies: list[Reply] | Replier,
+        *,
+        wire: Wire | None = None,
+        on_request: Callable[[Request], None] | None = None,
+    ) -> None:
+        super().__init__(replies, wire=wire)
+        self._on_request = on_request
+        self.transport = httpx.MockTransport(self._handle)
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        req = Request(request.url.path, headers, json.loads(request.content or b"{}"))
+        if self._on_request is not None:
+            self._on_request(req)
+        reply = self.answer(req)
+        return httpx.Response(
+            reply.status, content=_body(reply), headers={"content-type": "application/json", **reply.headers}
+        )
+
+
+class StubServer(_Script):
+    def __init__(self, replies: list[Reply] | Replier, *, wire: Wire | None = None) -> None:
+        super().__init__(replies, wire=wire)
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -76,8 +140,7 @@ class StubServer:
                 except ValueError:
                     body = {}
                 req = Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
-                stub.requests.append(req)
-                reply = stub._check(req) or stub._next(req)
+                reply = stub.answer(req)
                 try:
                     self.send_response(reply.status)
                     if "content-type" not in {k.lower() for k in reply.headers}:
@@ -87,7 +150,7 @@ class StubServer:
                     if isinstance(reply.body, Drip):
                         self._drip(reply.body)
                         return
-                    data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+                    data = _body(reply)
                     self.send_header("content-length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
@@ -120,22 +183,6 @@ class StubServer:
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
-
-    def _check(self, req: Request) -> Reply | None:
-        if self._wire is None:
-            return None
-        problem = CHECKS[self._wire](req)
-        if problem is None:
-            return None
-        self.violations.append(problem)
-        return Reply(400, ERRORS[self._wire](problem))
-
-    def _next(self, req: Request) -> Reply:
-        if callable(self._replies):
-            return self._replies(req)
-        if not self._replies:
-            return Reply(500, {"error": {"type": "stub_exhausted", "message": "no scripted reply left"}})
-        return self._replies.pop(0)
 
     def __enter__(self) -> StubServer:
         self._thread.start()
