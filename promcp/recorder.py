@@ -155,6 +155,9 @@ class Recorder:
         self._queue: queue.Queue[tuple[int, Scope, Callable[[], Event | None]] | None] | None = None
         self._worker: threading.Thread | None = None
         self._worker_errors: list[BaseException] = []
+        self._current: tuple[int, Scope, Callable[[], Event | None]] | None = None
+        self._current_lock = threading.Lock()
+        self._abandoned = False
         self._drain = threading.Event()
         self._last_activity = 0.0
         self._pid = os.getpid()
@@ -243,15 +246,43 @@ class Recorder:
                     return
                 self._wait_for_quiet()
                 seq, sc, build = item
+                with self._current_lock:
+                    self._current = item
                 try:
                     event = build()
-                    if event is not None:
+                    with self._current_lock:  # handed off meanwhile (hand_off): another process builds it
+                        mine = self._current is item
+                        self._current = None
+                    if event is not None and mine:
                         self._writer.append(self._complete(event, sc, seq))
                         self.events += 1
                 except BaseException as exc:  # a broken builder must not stop the worker
                     self._worker_errors.append(exc)
             finally:
                 self._queue.task_done()
+
+    def hand_off(self) -> list[tuple[int, Scope, Callable[[], Event | None]]]:
+        """Take the :meth:`emit_later` work not journaled yet — queued, and the one being built now (whose result
+        is then dropped) — so another process can finish it: a proxy about to be killed by its client hands its
+        token counting to a detached helper. Items keep their ``seq`` and scope; the recorder stays usable."""
+        taken: list[tuple[int, Scope, Callable[[], Event | None]]] = []
+        with self._current_lock:
+            if self._current is not None:
+                taken.append(self._current)
+                self._current = None
+                self._abandoned = True  # close() does not wait for that build any more
+        if self._queue is not None:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                self._queue.task_done()
+                if item is None:  # close() is stopping the worker: leave its sentinel
+                    self._queue.put(None)
+                    break
+                taken.append(item)
+        return taken
 
     def flush(self) -> None:
         """Wait until every :meth:`emit_later` event is journaled (building them now, without waiting for quiet)."""
@@ -296,8 +327,8 @@ class Recorder:
         if self._queue is not None:
             self._drain.set()
             self._queue.put(None)
-            if self._worker is not None:
-                self._worker.join()
+            if self._worker is not None:  # a build handed off to another process is not waited for
+                self._worker.join(timeout=0.2 if self._abandoned else None)
         self._closed = True
         self._writer.close()
         if _global_recorder is self:

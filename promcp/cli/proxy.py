@@ -116,21 +116,10 @@ def _run_mcp(args: argparse.Namespace) -> int:
     if args.upstream:
         if command:
             raise ConfigError("give either --upstream URL (HTTP) or '-- COMMAND' (stdio), not both")
-        from promcp.proxy.mcp.http import HttpOptions, run_http
-
-        return run_http(
-            HttpOptions(
-                upstream=args.upstream,
-                listen=args.listen,
-                allow_remote=args.allow_remote,
-                name=args.name,
-                out=args.out,
-                run_id=args.run_id,
-                tokenizer=args.tokenizer,
-                timeout_s=args.timeout,
-                content=not args.no_content,
-                max_frame=args.max_frame,
-            )
+        raise ConfigError(
+            "HTTP servers (--upstream) are not proxied yet: that side waits for the shared HTTP reverse-proxy "
+            "core (see docs/proxy.md); stdio servers work: promcp proxy mcp -- COMMAND ARGS…",
+            key="--upstream",
         )
     if not command:
         raise ConfigError("no server: 'promcp proxy mcp [options] -- COMMAND ARGS…' or '--upstream URL'")

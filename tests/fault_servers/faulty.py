@@ -2,7 +2,8 @@
 
 ``python faulty.py MODE``: ``crash`` exits in the middle of a tools/call, ``hang`` never answers a tools/call,
 ``garbage`` writes non-JSON lines to stdout before answering, ``nostart`` exits before speaking MCP at all,
-``big`` answers with a result of ``PROMCP_BIG_MB`` megabytes (default 50), ``sized`` answers ``lookup(key)`` with
+``noise`` speaks raw JSON-RPC without the SDK and writes two non-JSON lines on the protocol channel before its
+tools/call answer (the SDK keeps ``garbage``'s prints off that channel), ``big`` answers with a result of ``PROMCP_BIG_MB`` megabytes (default 50), ``sized`` answers ``lookup(key)`` with
 ``int(key)`` bytes of text (the proxy benchmark's payloads).
 """
 
@@ -15,6 +16,37 @@ import time
 from mcp.server.mcpserver import MCPServer
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "crash"
+
+
+def _noise() -> None:
+    import json
+
+    def send(obj: dict[str, object]) -> None:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if "id" not in msg:
+            continue
+        result: dict[str, object] = {}
+        if msg["method"] == "initialize":
+            result = {
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "faulty-noise", "version": "1"},
+            }
+        elif msg["method"] == "tools/list":
+            result = {"tools": [{"name": "lookup", "inputSchema": {"type": "object"}}]}
+        elif msg["method"] == "tools/call":
+            sys.stdout.write("this is not JSON-RPC\n{broken json\n")
+            result = {"content": [{"type": "text", "text": "value of k"}]}
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+
+
+if MODE == "noise":
+    _noise()
+    sys.exit(0)
 if MODE == "nostart":
     sys.stderr.write("faulty: refusing to start\n")
     sys.exit(3)
@@ -22,7 +54,7 @@ if MODE == "nostart":
 mcp = MCPServer(f"faulty-{MODE}", log_level="WARNING")
 
 
-@mcp.tool()
+@mcp.tool(structured_output=False)  # the result is its text only (no structuredContent copy)
 def lookup(key: str) -> str:
     """Look up a key."""
     if MODE == "crash":
@@ -33,7 +65,9 @@ def lookup(key: str) -> str:
         sys.stdout.write("this is not JSON-RPC\n{broken json\n")
         sys.stdout.flush()
     if MODE == "big":
-        return "x" * (int(float(os.environ.get("PROMCP_BIG_MB", "50")) * 1024 * 1024))
+        size = int(float(os.environ.get("PROMCP_BIG_MB", "50")) * 1024 * 1024)
+        words = "".join(f"word{i % 9973} " for i in range(20_000))  # text, not one endless token
+        return (words * (size // len(words) + 1))[:size]
     if MODE == "sized":
         return "y" * int(key)
     return f"value of {key}"

@@ -15,18 +15,22 @@ __all__ = ["DEFAULT_MAX_FRAME", "Frame", "LineFrames"]
 
 #: frames up to this size are kept and decoded (a 50 MB tool result is read; a runaway line is not)
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
+#: bytes kept from each end of an oversize frame
+EDGE = 512
 
 
 @dataclass(frozen=True, slots=True)
 class Frame:
     """One line: its bytes (``None`` when longer than the limit), its size with the newline, and the monotonic
-    instants (ns) its first byte arrived, its last byte arrived and its last byte was forwarded."""
+    instants (ns) its first byte arrived, its last byte arrived and its last byte was forwarded. An oversize
+    frame keeps its first and last :data:`EDGE` bytes (``edges``), where a JSON-RPC id is found."""
 
     data: bytes | None
     size: int
     first_ns: int
     last_ns: int
     forwarded_ns: int
+    edges: bytes = b""
 
 
 class LineFrames:
@@ -36,6 +40,8 @@ class LineFrames:
         self._kept = 0
         self._size = 0
         self._first = 0
+        self._head = b""
+        self._tail = b""
 
     def feed(self, chunk: bytes, read_ns: int, forwarded_ns: int) -> list[Frame]:
         frames: list[Frame] = []
@@ -64,6 +70,9 @@ class LineFrames:
 
     def _take(self, chunk: bytes, start: int, stop: int) -> None:
         n = stop - start
+        if len(self._head) < EDGE:
+            self._head += chunk[start : min(stop, start + EDGE - len(self._head))]
+        self._tail = (self._tail + chunk[max(start, stop - EDGE) : stop])[-EDGE:]
         self._size += n
         if self._kept + n <= self.max_frame:
             self._parts.append(chunk if (start, stop) == (0, len(chunk)) else chunk[start:stop])
@@ -73,6 +82,7 @@ class LineFrames:
 
     def _frame(self, read_ns: int, forwarded_ns: int) -> Frame:
         data = b"".join(self._parts) if self._kept <= self.max_frame else None
-        frame = Frame(data, self._size, self._first, read_ns, forwarded_ns)
-        self._parts, self._kept, self._size = [], 0, 0
+        edges = b"" if data is not None else self._head + b"\n" + self._tail
+        frame = Frame(data, self._size, self._first, read_ns, forwarded_ns, edges)
+        self._parts, self._kept, self._size, self._head, self._tail = [], 0, 0, b"", b""
         return frame

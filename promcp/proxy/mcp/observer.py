@@ -44,6 +44,7 @@ from promcp.stages import (
     Clock,
     Failure,
     Instant,
+    PutText,
     ToolsCall,
     initialize_event,
     message_event,
@@ -55,7 +56,7 @@ from promcp.stages import (
 from promcp.tokenizers import CachedTokenizer
 from promcp.wire import arguments_digest, compact_json, mcp
 
-__all__ = ["CLIENT", "SERVER", "McpObserver", "Seen"]
+__all__ = ["CLIENT", "SERVER", "Deferred", "McpObserver", "Seen"]
 
 CLIENT = "client"
 SERVER = "server"
@@ -103,6 +104,43 @@ def _failure_of(error: Any) -> Failure:
     status, error_type = mcp.jsonrpc_failure(code)
     message = error.get("message") if isinstance(error, Mapping) else None
     return Failure(status, error_type, str(message) if message is not None else None, {"jsonrpc_code": code})
+
+
+@dataclass
+class Deferred:
+    """Token counting the observer leaves for later: a ``tools/list`` page or one side of a ``tools/call``, as
+    plain measured values. Picklable (without its tokenizer and capture callbacks), so a proxy about to be killed
+    hands unfinished ones to a detached helper (:mod:`.handoff`) instead of losing them."""
+
+    kind: str  # "tools_list", "s3" or "s4"
+    fields: dict[str, Any]
+    tokenizer_name: str
+    tokenizer: Callable[[], CachedTokenizer] | None = None
+    put_text: PutText | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"kind": self.kind, "fields": self.fields, "tokenizer_name": self.tokenizer_name}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.kind, self.fields, self.tokenizer_name = state["kind"], state["fields"], state["tokenizer_name"]
+        self.tokenizer, self.put_text = None, None
+
+    def __call__(self) -> Event | None:
+        if self.tokenizer is not None:
+            tok = self.tokenizer()
+        else:
+            from promcp import tokenizers
+
+            tok = tokenizers.get(self.tokenizer_name)
+        if self.kind == "tools_list":
+            return tools_discovery_event(tokenizer=tok, put_text=self.put_text, **self.fields)
+        call = ToolsCall(tokenizer=tok, put_text=self.put_text, **self.fields)
+        if self.kind == "s3":
+            return tool_request_event(call)
+        # the key that joins this call to the model's tool call an LLM proxy saw (promcp/stages/link.py)
+        args = call.arguments if call.arguments_text is None else call.arguments_text
+        call.attrs = {**call.attrs, "args_digest": arguments_digest(args)}
+        return tool_result_event(call)
 
 
 class McpObserver:
@@ -248,6 +286,26 @@ class McpObserver:
                 failure=Failure(Status.ERROR, error_type, detail),
             )
         )
+
+    def oversize(self, origin: str, seen: Seen, edges: bytes, limit: int) -> None:
+        """A message too large to read (over ``--max-frame``): relayed whole, counted, not parsed. When its first
+        or last bytes name the id of a request waiting for an answer, that request ends here (``attrs.unread``);
+        otherwise it is recorded as an unreadable frame."""
+        import re
+
+        found = re.search(rb'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)', edges)
+        asker = SERVER if origin == CLIENT else CLIENT
+        req = None
+        if found is not None:
+            with self._lock:
+                req = self._pending.pop((asker, found.group(1).decode()), None)
+        if req is None:
+            detail = f"a {seen.size}-byte message, over the {limit}-byte limit"
+            self.unparsable(origin, seen, "frame_too_large", detail)
+            return
+        self.messages += 1
+        req.attrs["unread"] = "frame_too_large"
+        self._finish(req, None, seen, seen.last, None)
 
     def _one(self, origin: str, msg: Any, seen: Seen, *, batch: int | None) -> None:
         self.messages += 1
@@ -518,32 +576,21 @@ class McpObserver:
         if req.trigger:
             attrs["trigger"] = req.trigger
         attrs["request_bytes"] = req.seen.size
-        server, transport, version, put = (
-            self.server,
-            self.transport,
-            self.protocol_version,
-            self.recorder.put_text,
-        )
-
-        def build() -> Event:
-            return tools_discovery_event(
-                server=server,
-                transport=transport,
-                start=req.seen.first,
-                end=end,
-                tools=tools,
-                tokenizer=self.tokenizer(),
-                put_text=put,
-                jsonrpc_id=req.jsonrpc_id,
-                protocol_version=version,
-                response_bytes=answer.size if answer is not None else None,
-                cursor=str(cursor) if cursor is not None else None,
-                next_cursor=next_cursor,
-                failure=failure,
-                attrs=attrs,
-            )
-
-        self._emit_later(build)
+        fields = {
+            "server": self.server,
+            "transport": self.transport,
+            "start": req.seen.first,
+            "end": end,
+            "tools": tools,
+            "jsonrpc_id": req.jsonrpc_id,
+            "protocol_version": self.protocol_version,
+            "response_bytes": answer.size if answer is not None else None,
+            "cursor": str(cursor) if cursor is not None else None,
+            "next_cursor": next_cursor,
+            "failure": failure,
+            "attrs": attrs,
+        }
+        self._emit_later(self._deferred("tools_list", fields))
 
     def _tools_call(
         self, req: _Request, result: Any, answer: Seen | None, end: Instant, failure: Failure | None
@@ -564,7 +611,6 @@ class McpObserver:
             "result": result,
             "response_bytes": answer.size if answer is not None else None,
             "failure": failure,
-            "put_text": self.recorder.put_text,
             "attrs": dict(req.attrs),
         }
         if isinstance(arguments, Mapping) or arguments is None:
@@ -574,18 +620,14 @@ class McpObserver:
         if answer is not None:  # how long the proxy held the answer's last byte before handing it on
             measured["attrs"]["relay_ms"] = round(answer.last.ms_to(answer.forwarded), 4)
 
-        def s3() -> Event:
-            return tool_request_event(ToolsCall(tokenizer=self.tokenizer(), **measured))
-
-        def s4() -> Event | None:
-            # the join key of this call with the model's tool call the LLM proxy saw (promcp/stages/link.py)
-            attrs = {**measured["attrs"], "args_digest": arguments_digest(arguments)}
-            return tool_result_event(ToolsCall(tokenizer=self.tokenizer(), **{**measured, "attrs": attrs}))
-
-        self._emit_later(s3)
-        self._emit_later(s4)
+        self._emit_later(self._deferred("s3", measured))
+        self._emit_later(self._deferred("s4", measured))
 
     # -- plumbing ---------------------------------------------------------------------------------------------
+
+    def _deferred(self, kind: str, fields: dict[str, Any]) -> Deferred:
+        name = self._tokenizer_spec if isinstance(self._tokenizer_spec, str) else "o200k_base"
+        return Deferred(kind, fields, name, self.tokenizer, self.recorder.put_text)
 
     def _direction(self, origin: str) -> Direction:
         return Direction.CLIENT_TO_SERVER if origin == CLIENT else Direction.SERVER_TO_CLIENT

@@ -44,6 +44,8 @@ _CHUNK = 64 * 1024
 #: how long the proxy waits for the server's stdout to close once the server exited (a grandchild may hold it)
 _DRAIN_S = 2.0
 _PR_SET_PDEATHSIG = 1
+#: how long the proxy counts tokens itself when the session ends before handing the rest to a helper
+_FLUSH_S = 0.15
 
 
 def _say(text: str) -> None:
@@ -145,6 +147,7 @@ class _Pump(threading.Thread):
         super().__init__(name=name, daemon=True)
         self.src, self.dst, self.tap = src, dst, tap
         self.dst_broken = False
+        self.busy = False  # reading a message it already relayed (a 50 MB result takes a while)
         self.eof = threading.Event()
         self.on_eof: Callable[[], None] | None = None
         self.on_broken: Callable[[], None] | None = None
@@ -168,10 +171,13 @@ class _Pump(threading.Thread):
                         self.on_broken()
                     break
                 forwarded_ns = clock()
+                self.busy = True
                 try:
                     self.tap.feed(chunk, read_ns, forwarded_ns)
                 except Exception as exc:  # the recording side must never stop the relay
                     _say(f"recording error ({type(exc).__name__}: {exc}); traffic is still relayed")
+                finally:
+                    self.busy = False
         finally:
             with contextlib.suppress(Exception):
                 self.tap.close(clock())
@@ -233,8 +239,10 @@ def run_stdio(opts: StdioOptions) -> int:
         client_closed.set()
         with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
-        if session is not None:  # a client ending its session kills its servers soon: journal what waits now
-            session.flush()
+        if (
+            session is not None
+        ):  # a client ending its session kills its servers soon: hand unfinished work off
+            session.hand_off()
 
     def stop_reading_client() -> (
         None
@@ -257,6 +265,8 @@ def run_stdio(opts: StdioOptions) -> int:
         forwarded.append(signum)
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signum)
+        if session is not None and signum in (signal.SIGINT, signal.SIGTERM):  # a kill may follow
+            session.hand_off()
 
     for name in FORWARDED_SIGNALS:
         with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread (tests)
@@ -266,7 +276,10 @@ def run_stdio(opts: StdioOptions) -> int:
     ticker = session.start_ticker() if session is not None else None
     returncode = child.wait()
     exit_ns = time.perf_counter_ns()
-    down.eof.wait(_DRAIN_S)
+    drain_until = time.monotonic() + _DRAIN_S
+    while not down.eof.wait(0.05):  # the last answers may still be read; a grandchild may hold the pipe open
+        if time.monotonic() > drain_until and not down.busy:
+            break
     if ticker is not None:
         ticker.set()
     if session is not None:
@@ -356,9 +369,18 @@ class _Recording:
         except Exception as err:
             _say(f"could not record the failed start ({type(err).__name__}: {err})")
 
-    def flush(self) -> None:
-        with contextlib.suppress(Exception):
-            self.recorder.flush()
+    def hand_off(self) -> None:
+        """Unfinished token counting goes to a detached helper (:mod:`.handoff`): the client may kill us soon."""
+        try:
+            from promcp.proxy.mcp.handoff import hand_off
+
+            # most sessions end with little left to count: finish it here if it takes a moment, hand off the rest
+            flusher = threading.Thread(target=self.recorder.flush, name="promcp-proxy-flush", daemon=True)
+            flusher.start()
+            flusher.join(_FLUSH_S)
+            hand_off(self.recorder)
+        except Exception as exc:
+            _say(f"could not hand off the remaining events ({type(exc).__name__}: {exc})")
 
     def at(self, mono_ns: int) -> Any:
         return self.clock.at_mono(mono_ns)
@@ -378,12 +400,7 @@ class _Recording:
                 first_output.append(True)
                 observer.first_output(seen.first)
             if frame.data is None:
-                observer.unparsable(
-                    origin,
-                    seen,
-                    "frame_too_large",
-                    f"a {frame.size}-byte line, over the {self.opts.max_frame}-byte limit",
-                )
+                observer.oversize(origin, seen, frame.edges, self.opts.max_frame)
                 return
             line = frame.data.rstrip(b"\r\n")
             if not line.strip():
@@ -448,7 +465,8 @@ class _Recording:
                 )
             if dropped:
                 _say(f"{dropped} frame(s) could not be held for the recorder and were not recorded")
-            self.recorder.close(finalize_run=False)  # every event is in the journal part now
+            self.hand_off()
+            self.recorder.close(finalize_run=False)  # every event is in the journal part (or handed off) now
             from promcp.proxy._group import finalize_later
 
             finalize_later(self.recorder.out, self.recorder.run_id)
