@@ -28,7 +28,11 @@ async def main(model: str, prompt: str, server: list[str]) -> str:
         tools = [
             {
                 "type": "function",
-                "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema},
+                "function": {
+                    "name": t.name,
+                    "description": t.description or "",
+                    "parameters": t.input_schema,
+                },
             }
             for t in listed
         ]
