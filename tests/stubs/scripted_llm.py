@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.stubs.llm_http import Drip, Reply, Request
-from tests.stubs.llm_streams import SSE_HEADERS, openai_chunk, sse
+from tests.stubs.llm_streams import SSE_HEADERS, anthropic_stream, openai_chunk, sse
 
 
 @dataclass
@@ -151,63 +151,19 @@ def _loaded(body: dict[str, Any], tool: str) -> bool:
 def _anthropic_events(
     n: int, text: str, call: tuple[str, str, dict[str, Any]] | None, usage: dict[str, Any]
 ) -> list[bytes]:
-    start_usage = {**usage, "output_tokens": 1}
-    events: list[tuple[str, Any]] = [
-        (
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    "id": f"msg_{n:04d}",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": "claude-scripted-1",
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": start_usage,
-                },
-            },
-        ),
-        (
-            "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        ),
-        ("ping", {"type": "ping"}),
-        (
-            "content_block_delta",
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
-        ),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-    ]
+    """One streamed message (tests/stubs/llm_streams.py's shapes) with this id, text, call and usage."""
+    tool = None
     if call is not None:
-        call_id, name, args = call
-        raw = json.dumps(args)
-        events.append(
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 1,
-                    "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
-                },
-            )
-        )
-        for piece in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
-            delta = {"type": "input_json_delta", "partial_json": piece}
-            events.append(
-                ("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": delta})
-            )
-        events.append(("content_block_stop", {"type": "content_block_stop", "index": 1}))
-    events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "tool_use" if call else "end_turn", "stop_sequence": None},
-                "usage": usage,
-            },
-        )
+        raw = json.dumps(call[2])
+        tool = (call[0], call[1], [raw[: len(raw) // 2], raw[len(raw) // 2 :]])
+    events = anthropic_stream(
+        text=text,
+        tool=tool,
+        input_tokens=usage["input_tokens"],
+        cache_read=usage["cache_read_input_tokens"],
+        cache_write_5m=usage["cache_creation_input_tokens"],
+        cache_write_1h=0,
+        output_tokens=usage["output_tokens"],
     )
-    events.append(("message_stop", {"type": "message_stop"}))
+    events[0][1]["message"].update(id=f"msg_{n:04d}", model="claude-scripted-1")
     return [sse([event]) for event in events]
