@@ -120,12 +120,26 @@ class _WireLog:
         return found
 
 
-class _TimedWriteStream:
-    """Wraps the transport's write stream: notes each outbound request and when it was handed over."""
+class _StreamWrapper:
+    """A transport stream with every attribute and the context manager forwarded to the wrapped one."""
 
     def __init__(self, inner: Any, log: _WireLog) -> None:
         self._inner = inner
         self._log = log
+
+    async def __aenter__(self) -> Any:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _TimedWriteStream(_StreamWrapper):
+    """Wraps the transport's write stream: notes each outbound request and when it was handed over."""
 
     async def send(self, item: Any) -> None:
         message = getattr(item, "message", None)
@@ -137,24 +151,10 @@ class _TimedWriteStream:
         if exchange is not None:
             exchange.sent = self._log.clock.now()
 
-    async def __aenter__(self) -> _TimedWriteStream:
-        await self._inner.__aenter__()
-        return self
 
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._inner.__aexit__(*exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class _TimedReadStream:
-    """Wraps the transport's read stream: notes when the response to the last request arrives (before the SDK
+class _TimedReadStream(_StreamWrapper):
+    """Wraps the transport's read stream: notes when the response to each pending request arrives (before the SDK
     parses it), and the message itself."""
-
-    def __init__(self, inner: Any, log: _WireLog) -> None:
-        self._inner = inner
-        self._log = log
 
     def _seen(self, item: Any) -> Any:
         message = getattr(item, "message", None)
@@ -172,16 +172,6 @@ class _TimedReadStream:
 
     async def __anext__(self) -> Any:
         return self._seen(await self._inner.__anext__())
-
-    async def __aenter__(self) -> _TimedReadStream:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._inner.__aexit__(*exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 @dataclass
