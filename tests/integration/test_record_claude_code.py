@@ -21,7 +21,7 @@ import pytest
 
 import promcp.analysis as pa
 from tests.stubs.llm_http import StubServer
-from tests.stubs.scripted_llm import Scripted
+from tests.stubs.scripted_llm import Delegating, Scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / "node_modules" / ".bin" / "claude"
@@ -156,3 +156,45 @@ def test_claude_code_end_to_end(tmp_path: Path, tool_search: bool) -> None:
     for path in out.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_claude_code_parallel_subagents_are_tasks_of_their_own(tmp_path: Path) -> None:
+    """Two Agent calls in one answer: Claude Code runs two subagent conversations in parallel against the same
+    upstream; each becomes its own task under the parent's, and the parent's rounds stay its own."""
+    home, work, out = tmp_path / "home", tmp_path / "work", tmp_path / "traces"
+    home.mkdir()
+    work.mkdir()
+    env = {
+        "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(home),
+        "ANTHROPIC_API_KEY": SECRET,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    script = Delegating()
+    with StubServer(script.anthropic) as stub:
+        proc = subprocess.run(
+            [str(PROMCP), "record", "--out", str(out), "--upstream", stub.url, "--no-mcp", "--", "claude", "-p", "Do the two subtasks.", "--output-format", "json"],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["result"] == "All subtasks are done."
+    assert sorted(script.steps) == ["answer", "delegate", "sub:SUBTASK A", "sub:SUBTASK B"]
+    df = pa.load(out).sort_values("seq")
+    tasks = sorted(df.task_id.dropna().unique())
+    parent = tasks[0]
+    assert tasks == [parent, f"{parent}/sub1", f"{parent}/sub2"]
+    main = df[df.task_id == parent]
+    assert main.stage.tolist() == ["S1", "S2", "S3", "S4", "S3", "S4", "S5", "S6"]
+    assert set(main[main.stage == "S3"].tool) == {"Agent"}
+    prompts = set()
+    for sub in tasks[1:]:
+        rows = df[df.task_id == sub]
+        assert rows.stage.tolist() == ["S1", "S6"] and rows["round"].tolist() == [1, 1]
+        attrs = json.loads(rows["attrs"].iloc[0])
+        assert attrs["parent_task"] == parent
+        prompts.add(rows.resp_preview.iloc[1][:9])
+    assert prompts == {"SUBTASK A", "SUBTASK B"}

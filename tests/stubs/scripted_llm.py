@@ -167,3 +167,73 @@ def _anthropic_events(
     )
     events[0][1]["message"].update(id=f"msg_{n:04d}", model="claude-scripted-1")
     return [sse([event]) for event in events]
+
+
+@dataclass
+class Delegating:
+    """A model that hands two subtasks to Claude Code's ``Agent`` tool at once (two parallel subagents, each
+    answered by this same upstream), then answers once both results are back."""
+
+    subtasks: tuple[str, ...] = ("SUBTASK A: say done", "SUBTASK B: say done")
+    steps: list[str] = field(default_factory=list)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    def anthropic(self, req: Request) -> Reply:
+        n = next(self._ids)
+        messages = req.body.get("messages") or []
+        first = messages[0]["content"] if messages else ""
+        first_text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first)
+        usage = {
+            "input_tokens": 50,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+            "output_tokens": 20,
+        }
+        sub = next((s for s in self.subtasks if s in first_text), None)
+        if sub is not None:
+            self.steps.append(f"sub:{sub[:9]}")
+            events = _anthropic_events(n, f"{sub[:9]} done.", None, usage)
+        elif len(_anthropic_results(req.body)) >= len(self.subtasks):
+            self.steps.append("answer")
+            events = _anthropic_events(n, "All subtasks are done.", None, usage)
+        else:
+            self.steps.append("delegate")
+            calls = [
+                (
+                    f"toolu_agent{i}",
+                    "Agent",
+                    {
+                        "description": f"subtask {i}",
+                        "prompt": s,
+                        "subagent_type": "general-purpose",
+                        "run_in_background": False,
+                    },
+                )
+                for i, s in enumerate(self.subtasks)
+            ]
+            events = _anthropic_events(n, "Delegating.", calls[0], usage)
+            stop = events[-2:]
+            for index, (call_id, name, args) in enumerate(calls[1:], start=2):
+                start = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+                events[-2:] = [
+                    sse(
+                        [
+                            (
+                                "content_block_start",
+                                {"type": "content_block_start", "index": index, "content_block": start},
+                            )
+                        ]
+                    ),
+                    sse(
+                        [
+                            (
+                                "content_block_delta",
+                                {"type": "content_block_delta", "index": index, "delta": delta},
+                            )
+                        ]
+                    ),
+                    sse([("content_block_stop", {"type": "content_block_stop", "index": index})]),
+                    *stop,
+                ]
+        return Reply(200, Drip(events), {**SSE_HEADERS, "request-id": f"req_{n:04d}"})
