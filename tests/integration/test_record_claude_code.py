@@ -173,7 +173,21 @@ def test_claude_code_parallel_subagents_are_tasks_of_their_own(tmp_path: Path) -
     script = Delegating()
     with StubServer(script.anthropic) as stub:
         proc = subprocess.run(
-            [str(PROMCP), "record", "--out", str(out), "--upstream", stub.url, "--no-mcp", "--", "claude", "-p", "Do the two subtasks.", "--output-format", "json"],
+            [
+                str(PROMCP),
+                "record",
+                "--out",
+                str(out),
+                "--upstream",
+                stub.url,
+                "--no-mcp",
+                "--",
+                "claude",
+                "-p",
+                "Do the two subtasks.",
+                "--output-format",
+                "json",
+            ],
             env=env,
             cwd=work,
             capture_output=True,
