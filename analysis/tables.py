@@ -325,7 +325,9 @@ def latency_segments(events: Events, by: Sequence[str] = ("topology",)) -> pd.Da
 
 def session_init(events: Events, by: Sequence[str] = ("topology", "server", "transport")) -> pd.DataFrame:
     """Session start-up per server and transport: spawn, ready, initialize and tools-discovery latency (mean, std),
-    tools listed, and the schema footprint of ``tools/list`` (tokens under ``tokenizer``, bytes)."""
+    tools listed, and the schema footprint of ``tools/list`` (tokens under ``tokenizer``, bytes). ``failures``
+    counts failed start-up phases; a ``server/discover`` the server refused (phase ``probe``) is counted in
+    ``probes`` instead: the client falls back to ``initialize``, nothing failed."""
     table = _arrow(events)
     by = _check_by(table, by)
     cols = list(
@@ -354,7 +356,10 @@ def session_init(events: Events, by: Sequence[str] = ("topology", "server", "tra
     frame["tokenizer"] = (
         init["tokenizer"].astype(object).where(init["tokenizer"].notna(), MISSING).astype(str)
     )
-    frame["failed"] = (init["status"].astype(str) != "ok").to_numpy()
+    # a refused server/discover (phase probe) is the client asking for a newer protocol, not a failed start-up
+    frame["failed"] = (
+        (init["status"].astype(str) != "ok") & (frame["phase"] != Phase.PROBE.value)
+    ).to_numpy()
     frame["tools"] = [_n_tools(a) for a in init["attrs"]] if "attrs" in init else np.nan
     rows = []
     for key, part in frame.groupby(by, sort=True, dropna=False, observed=True):
@@ -364,6 +369,7 @@ def session_init(events: Events, by: Sequence[str] = ("topology", "server", "tra
         discovery = part["phase"].eq(Phase.TOOLS_DISCOVERY.value)
         row["sessions"] = len(sessions) if len(sessions) else int(discovery.sum())
         row["failures"] = int(part["failed"].sum())
+        row["probes"] = int(part["phase"].eq(Phase.PROBE.value).sum())
         for p in INIT_PHASES:
             lat = part.loc[part["phase"] == p, "latency"]
             row[f"{p}_ms_mean"] = lat.mean()

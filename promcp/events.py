@@ -40,6 +40,7 @@ class Phase(StrEnum):
     SPAWN = "spawn"
     READY = "ready"
     INITIALIZE = "initialize"
+    PROBE = "probe"  # a ``server/discover`` the server refused: the client falls back to ``initialize``
     TOOLS_DISCOVERY = "tools_discovery"
     CONTEXT = "context"
     LLM_PLAN = "llm_plan"
@@ -113,7 +114,7 @@ class Origin(StrEnum):
 
 #: The phases each stage may carry.
 STAGE_PHASES: Final[dict[Stage, frozenset[Phase]]] = {
-    Stage.INIT: frozenset({Phase.SPAWN, Phase.READY, Phase.INITIALIZE, Phase.TOOLS_DISCOVERY}),
+    Stage.INIT: frozenset({Phase.SPAWN, Phase.READY, Phase.INITIALIZE, Phase.PROBE, Phase.TOOLS_DISCOVERY}),
     Stage.S1: frozenset({Phase.CONTEXT}),
     Stage.S2: frozenset({Phase.LLM_PLAN}),
     Stage.S3: frozenset({Phase.TOOL_CALL}),

@@ -12,6 +12,7 @@ from types import FrameType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -70,7 +71,8 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     try:
         return int(func(args) or 0)
     except PromcpError as exc:
-        _stderr.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+        # the message is text, not markup: a "[--listen]" key must not vanish as an unknown tag
+        _stderr.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         _stderr.print("[yellow]interrupted[/]: recorded events were finalized", markup=True)

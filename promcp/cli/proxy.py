@@ -55,8 +55,8 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", type=Path, help="dataset directory (default: $PROMCP_OUT, else traces/)")
     p.add_argument(
         "--run-id",
-        help="run to write (default: $PROMCP_RUN_ID, else one run per client session: the process that "
-        "started the proxy)",
+        help="run to write (default: $PROMCP_RUN_ID, else one run per client session: stdio, the process that "
+        "started the proxy; HTTP, each MCP session)",
     )
     p.add_argument(
         "--tokenizer",
@@ -116,11 +116,7 @@ def _run_mcp(args: argparse.Namespace) -> int:
     if args.upstream:
         if command:
             raise ConfigError("give either --upstream URL (HTTP) or '-- COMMAND' (stdio), not both")
-        raise ConfigError(
-            "HTTP servers (--upstream) are not proxied yet: that side waits for the shared HTTP reverse-proxy "
-            "core (see docs/proxy.md); stdio servers work: promcp proxy mcp -- COMMAND ARGS…",
-            key="--upstream",
-        )
+        return _run_http(args)
     if not command:
         raise ConfigError("no server: 'promcp proxy mcp [options] -- COMMAND ARGS…' or '--upstream URL'")
     from promcp.proxy.mcp.stdio import StdioOptions, main_exit
@@ -138,6 +134,38 @@ def _run_mcp(args: argparse.Namespace) -> int:
         )
     )
     return 0  # pragma: no cover - main_exit leaves the process
+
+
+def _run_http(args: argparse.Namespace) -> int:
+    import os
+
+    from promcp.cli.proxy_llm import parse_listen
+    from promcp.proxy._group import DEFAULT_OUT, ENV_OUT, ENV_RUN_ID, check_run_id
+    from promcp.proxy.mcp.http import McpHttpProxy, serve
+
+    host, port = parse_listen(args.listen)
+    out = args.out or Path(os.environ.get(ENV_OUT) or DEFAULT_OUT)
+    run_id = args.run_id or os.environ.get(ENV_RUN_ID) or None
+    if run_id is not None:
+        try:
+            check_run_id(run_id)
+        except ValueError as exc:
+            raise ConfigError(str(exc), key=ENV_RUN_ID) from None
+    proxy = McpHttpProxy(
+        args.upstream,
+        out=out,
+        name=args.name,
+        run_id=run_id,
+        tokenizer=args.tokenizer,
+        timeout_s=args.timeout,
+        content=not args.no_content,
+        max_message=args.max_frame,
+        host=host,
+        port=port,
+        allow_remote=args.allow_remote,
+    )
+    note = f"run {run_id}" if run_id else "one run per client session"
+    return serve(proxy, upstream=args.upstream, run_note=f"{note} in {out}")
 
 
 def _add_config(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

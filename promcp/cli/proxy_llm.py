@@ -14,9 +14,19 @@ import argparse
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from promcp.errors import ConfigError
+from promcp.redact import public_url
+
+__all__ = [
+    "BASE_URL_VARS",
+    "add_recording_options",
+    "api_family",
+    "open_recorder",
+    "parse_listen",
+    "public_url",
+]
 
 #: environment variables a client family reads its base URL from
 BASE_URL_VARS = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
@@ -77,14 +87,6 @@ def parse_listen(value: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"--listen {value!r} is not HOST:PORT (e.g. 127.0.0.1:8080)", key="--listen")
     return host.strip("[]"), int(port)
-
-
-def public_url(url: str) -> str:
-    """``url`` without credentials in it (what may be written into a run's metadata)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def api_family(upstream: str) -> str:

@@ -23,6 +23,10 @@ cheap (a few microseconds: keep bytes, feed an incremental decoder) and hand any
 whole body, token counting, journaling) to another thread. A ``response`` / ``chunk`` hook that raises is logged and gets no
 more calls; the exchange goes on. :meth:`ExchangeObserver.end` is called exactly once per observed exchange, whatever happened.
 
+Rewriting: an observer may set :attr:`ExchangeObserver.rewrite` in its ``response`` hook to change a streamed
+response body on its way to the client (the MCP proxy points a legacy SSE server's absolute ``endpoint`` URL back
+at itself). It is used only for a response without ``Content-Length``, and must be cheap and never raise.
+
 Secrets: observers only ever see :attr:`ProxyRequest.headers` / :attr:`ProxyResponse.headers` through
 :func:`safe_headers`: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie`` and every header whose
 name looks like a credential (key, token, secret, auth, password, credential, signature) are removed, so nothing
@@ -155,6 +159,7 @@ class ProxyResponse:
     status: int
     headers: list[tuple[str, str]]
     started: Instant  # the head arrived from the upstream
+    sent: Instant | None = None  # the request had been handed to the upstream in full
 
     def header(self, name: str) -> str | None:
         name = name.lower()
@@ -169,7 +174,7 @@ class Outcome:
     ``upstream_timeout`` (504 sent, or the upstream went silent mid-body), ``upstream_error`` (502 sent),
     ``upstream_cut`` (the upstream broke off mid-body; the client's response was broken off too),
     ``client_disconnected`` (the client went away; the upstream response was closed), ``request_too_large`` (413
-    sent, nothing forwarded).
+    sent, nothing forwarded), ``proxy_closed`` (the proxy stopped mid-response).
     """
 
     end: Instant
@@ -177,10 +182,16 @@ class Outcome:
     message: str | None = None
     bytes_to_client: int = 0  # body bytes handed to the client (as the upstream sent them)
     status: int | None = None  # the status the client got (the upstream's, or the proxy's own 502/504/413)
+    sent: Instant | None = None  # the request had been handed to the upstream in full (None: it never was)
 
 
 class ExchangeObserver:
     """Hooks for one exchange (subclass and override what you need; every hook is optional)."""
+
+    #: set in :meth:`response` to change the response body before it reaches the client: called with each chunk
+    #: (returns the bytes to send now, possibly none while it holds some back) and once with ``b""`` when the
+    #: upstream's body ended (returns what it still holds). Ignored for a response with ``Content-Length``.
+    rewrite: Callable[[bytes], bytes] | None = None
 
     def response(self, response: ProxyResponse) -> None:
         """The upstream's response head (already forwarded)."""
@@ -266,7 +277,10 @@ class ReverseProxy:
     async def start(self) -> None:
         """Open the upstream client and start listening (``port`` 0 picks a free port; :attr:`port` tells it)."""
         self._pool = UpstreamPool(
-            self.origin, connect_timeout_s=self.connect_timeout_s, read_timeout_s=self.read_timeout_s
+            self.origin,
+            connect_timeout_s=self.connect_timeout_s,
+            read_timeout_s=self.read_timeout_s,
+            clock=self.clock,
         )
         try:
             self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_READ_SIZE)
@@ -481,6 +495,7 @@ class ReverseProxy:
                 request.body,
             )
         except UpstreamTimeout as exc:
+            outcome.sent = exc.sent
             await self._fail(
                 conn,
                 writer,
@@ -501,6 +516,7 @@ class ReverseProxy:
             )
             return
         except UpstreamBroken as exc:
+            outcome.sent = exc.sent
             await self._fail(
                 conn, writer, outcome, 502, "upstream_error", f"upstream {self.origin} failed: {exc}"
             )
@@ -509,13 +525,22 @@ class ReverseProxy:
         assert stream is not None
         gone: list[bool] = []
         watcher = asyncio.ensure_future(self._watch_client(conn, reader, stream, gone))
+        outcome.sent = upstream.sent
         try:
             outcome.status = upstream.status
-            writer.write(conn.send(self._client_head(upstream, request.method)))
+            head = self._client_head(upstream, request.method)
+            writer.write(conn.send(head))
+            rewrite = None
             if observer is not None:
                 headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers]
-                observer.response(ProxyResponse(upstream.status, safe_headers(headers), self.clock.now()))
+                observer.response(
+                    ProxyResponse(upstream.status, safe_headers(headers), self.clock.now(), upstream.sent)
+                )
+                if observer.rewrite is not None and not any(k == b"content-length" for k, _ in head.headers):
+                    rewrite = observer.rewrite
             async for data in upstream.chunks():
+                if rewrite is not None:
+                    data = rewrite(data)
                 if not data:
                     continue
                 writer.write(conn.send(h11.Data(data=data)))
@@ -523,10 +548,16 @@ class ReverseProxy:
                 if observer is not None:
                     observer.chunk(data, self.clock.now())
                 await writer.drain()
+            if rewrite is not None and (rest := rewrite(b"")):
+                writer.write(conn.send(h11.Data(data=rest)))
+                outcome.bytes_to_client += len(rest)
+                if observer is not None:
+                    observer.chunk(rest, self.clock.now())
             writer.write(conn.send(h11.EndOfMessage()))
             await writer.drain()
         except asyncio.CancelledError:
             if not gone:  # the proxy is closing
+                outcome.error, outcome.message = "proxy_closed", "the proxy stopped mid-response"
                 raise
             outcome.error, outcome.message = (
                 "client_disconnected",
@@ -626,6 +657,10 @@ class _Guarded:
     def __init__(self, inner: ExchangeObserver) -> None:
         self.inner = inner
         self.broken = False
+
+    @property
+    def rewrite(self) -> Callable[[bytes], bytes] | None:
+        return None if self.broken else self.inner.rewrite
 
     def _fail(self, hook: str) -> None:
         self.broken = True

@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 import h11
 
+from promcp.stages.clock import SYSTEM_CLOCK, Clock, Instant
+
 __all__ = [
     "UpstreamBroken",
     "UpstreamError",
@@ -36,7 +38,10 @@ _READ_SIZE = 64 * 1024
 
 
 class UpstreamError(Exception):
-    """The upstream could not be used for this request."""
+    """The upstream could not be used for this request. ``sent``: when the request had been handed to the upstream
+    in full (None: it never was)."""
+
+    sent: Instant | None = None
 
 
 class UpstreamUnreachable(UpstreamError):
@@ -71,6 +76,7 @@ class UpstreamResponse:
     status: int
     reason: bytes
     headers: list[tuple[bytes, bytes]]  # as received (lower-case names)
+    sent: Instant  # the request's last byte was handed to the upstream connection
     _pool: UpstreamPool
     _conn: _Conn
     _done: bool = False
@@ -115,6 +121,7 @@ class UpstreamPool:
         read_timeout_s: float,
         ssl_context: ssl.SSLContext | None = None,
         max_idle: int = 64,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         parts = urlsplit(origin)
         self.host = parts.hostname or ""
@@ -124,6 +131,7 @@ class UpstreamPool:
         self.read_timeout_s = read_timeout_s
         self.ssl_context = ssl_context
         self.max_idle = max_idle
+        self.clock = clock
         self._idle: list[_Conn] = []
 
     async def _connect(self) -> _Conn:
@@ -235,19 +243,25 @@ class UpstreamPool:
             await conn.writer.drain()
         except OSError as exc:
             raise UpstreamBroken(str(exc) or type(exc).__name__) from None
-        while True:
-            event = await self._next_event(conn)
-            if isinstance(event, h11.InformationalResponse):
-                continue
-            if not isinstance(event, h11.Response):
-                raise UpstreamBroken(f"unexpected {type(event).__name__} instead of a response")
-            return UpstreamResponse(
-                status=event.status_code,
-                reason=bytes(event.reason),
-                headers=[(bytes(k), bytes(v)) for k, v in event.headers.raw_items()],
-                _pool=self,
-                _conn=conn,
-            )
+        sent = self.clock.now()
+        try:
+            while True:
+                event = await self._next_event(conn)
+                if isinstance(event, h11.InformationalResponse):
+                    continue
+                if not isinstance(event, h11.Response):
+                    raise UpstreamBroken(f"unexpected {type(event).__name__} instead of a response")
+                return UpstreamResponse(
+                    status=event.status_code,
+                    reason=bytes(event.reason),
+                    headers=[(bytes(k), bytes(v)) for k, v in event.headers],  # names lower-cased
+                    sent=sent,
+                    _pool=self,
+                    _conn=conn,
+                )
+        except UpstreamError as exc:
+            exc.sent = sent
+            raise
 
     async def aclose(self) -> None:
         for conn in self._idle:

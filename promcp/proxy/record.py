@@ -7,7 +7,9 @@ one run (docs/record.md).
 2. The client's MCP servers are wrapped by ``promcp proxy mcp`` (promcp/proxy/mcp/clients.py). For Claude Code,
    the servers of its own configuration — user and local scope in ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR``),
    approved project servers of ``.mcp.json``, or the files given with ``--mcp-config`` — go into a generated file
-   passed with ``--mcp-config FILE --strict-mcp-config``: nothing on disk is edited. Other clients' servers are
+   passed with ``--mcp-config FILE --strict-mcp-config``: nothing on disk is edited. A stdio server's command
+   becomes ``promcp proxy mcp … -- COMMAND``; an HTTP server (``url``) gets an HTTP MCP proxy
+   (:class:`promcp.proxy.mcp.http.McpHttpProxy`) started here, on a free loopback port, writing the same run. Other clients' servers are
    wrapped once with ``promcp proxy config --write`` (their proxies find this run through ``PROMCP_OUT`` /
    ``PROMCP_RUN_ID``, which the client passes on to the servers it starts).
 3. The client runs with the terminal attached and the base-URL variables pointing at the proxies. Ctrl-C reaches
@@ -23,11 +25,10 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from promcp.errors import ConfigError
 from promcp.proxy._group import ENV_OUT, ENV_RUN_ID
 from promcp.proxy.llm import DEFAULT_UPSTREAMS, LLMProxy
 from promcp.proxy.mcp.clients import CLIENTS, Wrapped, load_config, wrap_servers
+from promcp.proxy.mcp.http import McpHttpProxy
 from promcp.recorder import Recorder
 from promcp.store.journal import is_live
 from promcp.store.parts import finalize_group, parts_dir
@@ -77,7 +79,7 @@ class ClientLaunch:
     env: dict[str, str]
     wrapped: list[str] = field(default_factory=list)  # MCP servers that go through promcp proxy mcp
     unwrapped: list[str] = field(default_factory=list)  # servers left as they are (and why)
-    http_proxies: list[list[str]] = field(default_factory=list)
+    http_proxies: list[McpHttpProxy] = field(default_factory=list)  # started for the client's HTTP servers
 
 
 def is_claude_code(command: Sequence[str]) -> bool:
@@ -160,20 +162,16 @@ def _servers_of(config: str, cwd: Path) -> dict[str, Any]:
     return dict(servers)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _http_proxy_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("promcp.proxy.mcp.http") is not None
-
-
-def plan_launch(opts: RecordOptions, base_urls: Mapping[str, str], config_file: Path) -> ClientLaunch:
-    """The client's argv and environment (writes the generated MCP config to ``config_file`` for Claude Code)."""
+def plan_launch(
+    opts: RecordOptions,
+    base_urls: Mapping[str, str],
+    config_file: Path,
+    *,
+    start_http: Callable[[str, str], McpHttpProxy] | None = None,
+) -> ClientLaunch:
+    """The client's argv and environment (writes the generated MCP config to ``config_file`` for Claude Code).
+    ``start_http(name, url)`` starts the proxy of an HTTP server (without it, HTTP servers are listed as not
+    recorded: planning starts nothing)."""
     env = dict(os.environ if opts.environ is None else opts.environ)
     cwd = opts.cwd or Path.cwd()
     rec = opts.recorder
@@ -189,11 +187,16 @@ def plan_launch(opts: RecordOptions, base_urls: Mapping[str, str], config_file: 
         servers.update(_servers_of(config, cwd))
     if not strict:
         servers = {**claude_code_servers(env, cwd), **servers}
-    http_ok = _http_proxy_available()
+    http_ok = start_http is not None
     to_wrap = {k: v for k, v in servers.items() if http_ok or not (isinstance(v, Mapping) and v.get("url"))}
-    launch.unwrapped = [
-        f"{k} (an HTTP server: this promcp has no HTTP MCP proxy)" for k in servers if k not in to_wrap
-    ]
+    launch.unwrapped = [f"{k} (an HTTP server: no proxy started)" for k in servers if k not in to_wrap]
+
+    def listen(name: str, url: str) -> str:
+        assert start_http is not None
+        proxy = start_http(name, url)
+        launch.http_proxies.append(proxy)
+        return f"127.0.0.1:{proxy.port}"
+
     done = Wrapped({})
     wrapped, _ = wrap_servers(
         to_wrap,
@@ -201,10 +204,10 @@ def plan_launch(opts: RecordOptions, base_urls: Mapping[str, str], config_file: 
         out=rec.out,
         tokenizer=opts.footprint_tokenizer,
         run_id=rec.run_id,
-        port=_free_port(),
         result=done,
+        listen=listen if http_ok else None,
     )
-    launch.wrapped, launch.http_proxies = list(done.wrapped), list(done.http_proxies)
+    launch.wrapped = list(done.wrapped)
     launch.unwrapped += [f"{k} (neither a command nor a URL)" for k in done.kept]
     servers = {**servers, **wrapped}
     config_file.write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
@@ -300,20 +303,29 @@ def record(opts: RecordOptions) -> RecordResult:
         for url in upstreams.values()
     ]
     rec = opts.recorder
-    helpers: list[subprocess.Popen[bytes]] = []
+    http_started: list[McpHttpProxy] = []
+
+    def start_http(name: str, url: str) -> McpHttpProxy:
+        proxy = McpHttpProxy(
+            url,
+            out=rec.out,
+            name=name,
+            run_id=rec.run_id,
+            tokenizer=opts.footprint_tokenizer,
+            content=rec.capture_content,
+        )
+        proxy.__enter__()
+        http_started.append(proxy)
+        return proxy
+
     with tempfile.TemporaryDirectory(prefix="promcp-record-") as tmp, _started(proxies):
         base_urls = {family: proxy.url for family, proxy in zip(upstreams, proxies, strict=True)}
-        launch = plan_launch(opts, base_urls, Path(tmp) / "mcp-config.json")
         try:
-            for command in launch.http_proxies:
-                helpers.append(subprocess.Popen(command, env=launch.env, stdin=subprocess.DEVNULL))
+            launch = plan_launch(opts, base_urls, Path(tmp) / "mcp-config.json", start_http=start_http)
             code = _run_client(launch.argv, launch.env, opts.cwd)
         finally:
-            for helper in helpers:
-                helper.terminate()
-            for helper in helpers:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    helper.wait(10)
+            for http in http_started:  # ends their sessions and closes their part of the run
+                http.__exit__(None, None, None)
     rec.close()  # merges now if the MCP proxies are done already
     live = _wait_for_parts(rec, PARTS_WAIT_S)
     path = finalize_group(rec.out, rec.run_id) if not live else None

@@ -11,7 +11,7 @@ tokens are meant to run inside ``Recorder.emit_later``, off the traced call's pa
 builder                                    events
 =========================================  ===============================================================
 :func:`startup_event`                      INIT ``spawn`` / ``ready`` (or a start-up phase that failed)
-:func:`initialize_event`                   INIT ``initialize`` / ``server/discover``
+:func:`initialize_event`                   INIT ``initialize`` / ``server/discover`` (``probe``: a refused discover)
 :func:`tools_discovery_event`              INIT ``tools_discovery`` (one ``tools/list`` page)
 :func:`llm_input_event`                    S1 / S5 of an :class:`LLMCall`
 :func:`llm_output_event`                   S2 / S6 of an :class:`LLMCall` (None for a failed call)

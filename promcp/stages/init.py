@@ -7,6 +7,11 @@
 * ``initialize``: ``protocol_version`` and ``attrs`` ``server_name`` / ``server_version`` / ``capabilities`` from the
   result (:func:`promcp.wire.mcp.handshake`), ``footprint_bytes`` = the response's bytes on the wire,
   ``attrs.request_bytes`` the request's;
+* ``probe``: a ``server/discover`` (protocol 2026-07-28) the server *answered* with an error — a JSON-RPC error, or
+  an HTTP 4xx — is no failed start-up: the client asked whether the server speaks the newer protocol, the server
+  said no, and the client falls back to ``initialize`` (Claude Code and the mcp SDK's ``auto`` mode do this with
+  every older server). Same columns as ``initialize``, phase ``probe``, its status and error kept; a discover that
+  got no answer (crash, timeout, server unreachable) stays a failed ``initialize``;
 * ``tools_discovery``: the footprint of the listed tools *as a host renders them into a prompt* (``tools``: one
   ``(name, text)`` per tool, e.g. :func:`promcp.wire.mcp.tool_text_of`) — ``footprint_tokens`` under the given
   tokenizer, ``footprint_bytes`` = UTF-8 bytes of those texts, ``attrs.tools`` per tool ``{tokens, bytes,
@@ -23,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from promcp.events import Event, Phase, Stage, Transport
+from promcp.events import Event, Phase, Stage, Status, Transport
 from promcp.stages._common import Failure, PutText, outcome
 from promcp.stages.clock import Instant
 from promcp.tokenizers import CachedTokenizer
 from promcp.wire.mcp import Handshake
 
-__all__ = ["initialize_event", "startup_event", "tools_discovery_event"]
+__all__ = ["initialize_event", "is_refused_probe", "startup_event", "tools_discovery_event"]
 
 
 def _span(start: Instant, end: Instant) -> dict[str, Any]:
@@ -77,6 +82,14 @@ def startup_event(
     )
 
 
+def is_refused_probe(method: str, failure: Failure | None) -> bool:
+    """Whether a handshake is a ``server/discover`` the server answered with an error (phase ``probe``)."""
+    if method != "server/discover" or failure is None or failure.status is not Status.ERROR:
+        return False
+    http_status = failure.attrs.get("http_status")
+    return failure.error_type == "mcp_error" or (isinstance(http_status, int) and 400 <= http_status < 500)
+
+
 def initialize_event(
     *,
     server: str | None,
@@ -97,7 +110,7 @@ def initialize_event(
     shake = handshake or Handshake()
     return Event(
         stage=Stage.INIT,
-        phase=Phase.INITIALIZE,
+        phase=Phase.PROBE if is_refused_probe(method, failure) else Phase.INITIALIZE,
         server=server,
         transport=transport,
         mcp_method=method,

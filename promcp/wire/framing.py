@@ -32,10 +32,14 @@ class SSEEvent:
 
 class SSEDecoder:
     """Incremental ``text/event-stream`` decoder (the WHATWG rules: ``data:`` lines joined by newlines, a blank
-    line ends an event, ``:`` lines are comments, CR, LF and CRLF all end a line)."""
+    line ends an event, ``:`` lines are comments, CR, LF and CRLF all end a line).
+
+    Linear in the bytes fed, whatever the chunking: a 50 MB event arriving in 64 KB chunks is scanned once (bytes
+    already searched for a line end are not searched again, and the partial line grows in place)."""
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no line end
         self._event = ""
         self._data: list[str] = []
         self._id: str | None = None
@@ -43,21 +47,34 @@ class SSEDecoder:
         self._max = max_frame
         self.dropped = 0
 
+    @property
+    def idle(self) -> bool:
+        """No event in progress (no partial line, no data line waiting for its blank line)."""
+        return not self._buffer and not self._data
+
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        self._buffer += chunk
+        buf = self._buffer
+        buf += chunk
         events: list[SSEEvent] = []
+        pos = 0
+        scan = self._scanned
         while True:
-            cut = _line_end(self._buffer)
+            cut = _line_end(buf, scan)
             if cut is None:
                 break
             end, skip = cut
-            line = self._buffer[:end].decode("utf-8", "replace")
-            self._buffer = self._buffer[end + skip :]
+            line = buf[pos:end].decode("utf-8", "replace")
+            pos = scan = end + skip
             event = self._line(line)
             if event is not None:
                 events.append(event)
-        if len(self._buffer) > self._max:  # one endless line: drop it rather than grow without bound
-            self._buffer, self.dropped = b"", self.dropped + 1
+        if pos:
+            del buf[:pos]
+        # a CR at the very end may be the first half of a CRLF: look at it again with the next chunk
+        self._scanned = len(buf) - 1 if buf.endswith(b"\r") else len(buf)
+        if len(buf) > self._max:  # one endless line: drop it rather than grow without bound
+            buf.clear()
+            self._scanned, self.dropped = 0, self.dropped + 1
         return events
 
     def close(self) -> list[SSEEvent]:
@@ -91,10 +108,12 @@ class SSEDecoder:
         return None
 
 
-def _line_end(buffer: bytes) -> tuple[int, int] | None:
-    """(index, separator length) of the first line end, or None. A CR at the very end may be the start of CRLF."""
-    lf, cr = buffer.find(b"\n"), buffer.find(b"\r")
-    if cr == -1 or (lf != -1 and lf < cr):
+def _line_end(buffer: bytearray, start: int) -> tuple[int, int] | None:
+    """(index, separator length) of the first line end at or after ``start``, or None. A CR at the very end may be
+    the start of CRLF. Only the bytes before the first LF are searched for a CR (linear over many lines)."""
+    lf = buffer.find(b"\n", start)
+    cr = buffer.find(b"\r", start, lf if lf != -1 else len(buffer))
+    if cr == -1:
         return None if lf == -1 else (lf, 1)
     if cr + 1 == len(buffer):
         return None

@@ -35,7 +35,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,9 +163,12 @@ def wrap_servers(
     run_id: str | None = None,
     port: int = 8750,
     result: Wrapped | None = None,
+    listen: Callable[[str, str], str] | None = None,
 ) -> tuple[dict[str, Any], int]:
     """``servers`` (one client's ``name → entry`` map) with each entry wrapped; returns it and the next free
-    port. Wrapped names and HTTP proxy commands are added to ``result``."""
+    port. Wrapped names and HTTP proxy commands are added to ``result``. ``listen(name, url)``, when given, starts
+    the HTTP server's proxy itself and returns its ``host:port`` (``promcp record``); else HTTP servers get
+    ``127.0.0.1:port``, ``port + 1``… and the commands that start their proxies."""
     promcp = list(promcp or promcp_command())
     res = result if result is not None else Wrapped({})
     out_servers: dict[str, Any] = {}
@@ -190,8 +193,12 @@ def wrap_servers(
         elif entry.get("url"):
             upstream = str(entry["url"])
             parts = urlsplit(upstream)
-            listen = f"127.0.0.1:{port}"
-            new["url"] = urlunsplit(("http", listen, parts.path or "/", parts.query, ""))
+            if listen is not None:
+                address = listen(name, upstream)
+            else:
+                address = f"127.0.0.1:{port}"
+                port += 1
+            new["url"] = urlunsplit(("http", address, parts.path or "/", parts.query, ""))
             if fmt.http_type and "type" not in new:
                 new["type"] = fmt.http_type
             res.http_proxies.append(
@@ -202,12 +209,11 @@ def wrap_servers(
                     "--upstream",
                     upstream,
                     "--listen",
-                    listen,
+                    address,
                     *_options(out, name, tokenizer, run_id),
                 ]
             )
             res.wrapped.append(name)
-            port += 1
         else:
             res.kept.append(name)
         out_servers[name] = new

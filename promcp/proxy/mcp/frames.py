@@ -9,9 +9,11 @@ runs it before the rest of promcp is loaded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["DEFAULT_MAX_FRAME", "Frame", "LineFrames"]
+__all__ = ["DEFAULT_MAX_FRAME", "Frame", "LineFrames", "json_decoder"]
 
 #: frames up to this size are kept and decoded (a 50 MB tool result is read; a runaway line is not)
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
@@ -86,3 +88,18 @@ class LineFrames:
         frame = Frame(data, self._size, self._first, read_ns, forwarded_ns, edges)
         self._parts, self._kept, self._size, self._head, self._tail = [], 0, 0, b"", b""
         return frame
+
+
+def json_decoder() -> Callable[[bytes | str], Any]:
+    """A strict JSON decoder for JSON-RPC messages (msgspec, imported on first call) raising ValueError."""
+    import msgspec
+
+    decode = msgspec.json.decode
+
+    def strict(data: bytes | str) -> Any:
+        try:
+            return decode(data)
+        except msgspec.DecodeError as exc:
+            raise ValueError(str(exc)) from None
+
+    return strict

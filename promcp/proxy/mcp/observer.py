@@ -4,7 +4,7 @@ stage builders (:mod:`promcp.stages`) — the same rules, the same tool renderin
 
 A transport (:mod:`.stdio`, :mod:`.http`) forwards bytes first and then hands each complete message to
 :meth:`McpObserver.message` with a :class:`Seen`: its size on the wire and three instants (first byte arrived, last
-byte arrived, last byte handed on). The observer pairs requests with responses by JSON-RPC id, in both directions,
+byte arrived, last byte handed on — for an HTTP request: handed to the server in full, or None when it never was). The observer pairs requests with responses by JSON-RPC id, in both directions,
 and records:
 
 =================================  ===========================================================================
@@ -56,7 +56,7 @@ from promcp.stages import (
 from promcp.tokenizers import CachedTokenizer
 from promcp.wire import arguments_digest, compact_json, mcp
 
-__all__ = ["CLIENT", "SERVER", "Deferred", "McpObserver", "Seen"]
+__all__ = ["CLIENT", "SERVER", "Deferred", "McpObserver", "Seen", "error_failure"]
 
 CLIENT = "client"
 SERVER = "server"
@@ -75,7 +75,7 @@ class Seen:
     size: int
     first: Instant  # its first byte arrived
     last: Instant  # its last byte arrived
-    forwarded: Instant  # its last byte was handed on to the other side
+    forwarded: Instant | None  # its last byte was handed on to the other side (None: it never was)
 
 
 @dataclass(slots=True)
@@ -97,7 +97,7 @@ def _id_text(value: Any) -> str:
     return value if isinstance(value, str) else compact_json(value)
 
 
-def _failure_of(error: Any) -> Failure:
+def error_failure(error: Any) -> Failure:
     """The Failure of a JSON-RPC ``error`` object."""
     code = error.get("code") if isinstance(error, Mapping) else None
     code = code if isinstance(code, int) and not isinstance(code, bool) else None
@@ -157,8 +157,12 @@ class McpObserver:
         clock: Clock = SYSTEM_CLOCK,
         timeout_s: float | None = None,
         max_pending: int = 10_000,
+        relay_ms: bool = True,
     ) -> None:
         self.recorder = recorder
+        #: whether answers carry ``attrs.relay_ms`` (the stdio relay measures it; over HTTP the core hands a
+        #: chunk to the client before the observer hears of it, so there is no separate arrival instant)
+        self.relay_ms = relay_ms
         self.server = server
         self.transport = transport
         self.clock = clock
@@ -255,6 +259,32 @@ class McpObserver:
                 transport=self.transport,
                 start=self._spawn_end,
                 end=at,
+                failure=failure,
+                attrs=attrs,
+            )
+        )
+
+    def opened(
+        self,
+        start: Instant,
+        end: Instant,
+        *,
+        failure: Failure | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> None:
+        """INIT ``ready`` of a server the proxy did not start (HTTP): the session's first request arrived →
+        the first response began (or the transport failed). Recorded once."""
+        with self._lock:
+            if self._ready_recorded:
+                return
+            self._ready_recorded = True
+        self._emit(
+            startup_event(
+                phase=Phase.READY,
+                server=self.server,
+                transport=self.transport,
+                start=start,
+                end=end,
                 failure=failure,
                 attrs=attrs,
             )
@@ -443,6 +473,48 @@ class McpObserver:
                 self._closed.popitem(last=False)
         self._finish(req, None, None, at, failure)
 
+    def close_requests(self, origin: str, ids: Any, at: Instant, failure: Failure) -> int:
+        """End the requests ``origin`` sent with JSON-RPC ``ids`` that are still waiting for an answer (an HTTP
+        exchange that ended without one: the server unreachable, an HTTP error, a body that is not JSON-RPC).
+        Returns how many were open."""
+        closed = 0
+        for jsonrpc_id in ids:
+            key = (origin, _id_key(jsonrpc_id))
+            with self._lock:
+                open_ = key in self._pending
+            if open_:
+                self._close_request(key, at, failure)
+                closed += 1
+        return closed
+
+    def transport_event(
+        self,
+        start: Instant,
+        end: Instant | None,
+        *,
+        failure: Failure | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        origin: str = CLIENT,
+        size: int | None = None,
+    ) -> None:
+        """Stage ``MCP`` for something of the transport that is no JSON-RPC message (an HTTP ``GET`` stream,
+        a ``DELETE`` that ends the session): ``attrs`` say what (``http_method``, ``http_status``…)."""
+        self._emit(
+            message_event(
+                method=None,
+                server=self.server,
+                transport=self.transport,
+                direction=self._direction(origin),
+                start=start,
+                end=end,
+                request_bytes=size,
+                response_bytes=size,
+                protocol_version=self.protocol_version,
+                failure=failure,
+                attrs=attrs,
+            )
+        )
+
     def check_timeouts(self, now: Instant | None = None) -> int:
         """Close requests pending longer than ``timeout_s`` as timed out (the traffic is not touched: a late
         answer is still relayed, and recorded as ``late_response``). Returns how many were closed."""
@@ -495,7 +567,7 @@ class McpObserver:
 
     def _complete(self, req: _Request, msg: Mapping[str, Any], seen: Seen) -> None:
         error = msg.get("error")
-        failure = _failure_of(error) if error is not None else None
+        failure = error_failure(error) if error is not None else None
         self._finish(req, msg.get("result") if error is None else None, seen, seen.last, failure)
 
     def _finish(
@@ -617,7 +689,8 @@ class McpObserver:
             measured["arguments"] = arguments
         else:  # not an object: counted as the JSON it is
             measured["arguments_text"] = compact_json(arguments)
-        if answer is not None:  # how long the proxy held the answer's last byte before handing it on
+        if answer is not None and answer.forwarded is not None and self.relay_ms:
+            # how long the proxy held the answer's last byte before handing it on
             measured["attrs"]["relay_ms"] = round(answer.last.ms_to(answer.forwarded), 4)
 
         self._emit_later(self._deferred("s3", measured))

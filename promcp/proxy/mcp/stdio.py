@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME, Frame, LineFrames
+from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME, Frame, LineFrames, json_decoder
 
 __all__ = ["FORWARDED_SIGNALS", "StdioOptions", "run_stdio"]
 
@@ -389,7 +389,7 @@ class _Recording:
         from promcp.proxy.mcp.observer import Seen
 
         observer = self.observer
-        decode = _decoder()
+        decode = json_decoder()
         first_output: list[bool] = []
 
         def deliver(origin: str, frame: Frame) -> None:
@@ -472,20 +472,6 @@ class _Recording:
             finalize_later(self.recorder.out, self.recorder.run_id)
         except Exception as exc:
             _say(f"could not finish the recording ({type(exc).__name__}: {exc})")
-
-
-def _decoder() -> Callable[[bytes], Any]:
-    import msgspec
-
-    decode = msgspec.json.decode
-
-    def strict(line: bytes) -> Any:
-        try:
-            return decode(line)
-        except msgspec.DecodeError as exc:
-            raise ValueError(str(exc)) from None
-
-    return strict
 
 
 def main_exit(opts: StdioOptions) -> None:
