@@ -21,6 +21,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from promcp.analysis.tables import session_init
 from promcp.stages import tool_footprints
 from promcp.tokenizers import get as get_tokenizer
 from promcp.wire.mcp import tool_text_of
@@ -368,6 +369,12 @@ def test_real_claude_code_starts_the_wrapped_server(tmp_path: Path) -> None:
     assert runs[0].parent.name.split("-")[1] == "claude"  # one run named after the client session
     init = ev[ev["stage"] == "INIT"]
     assert {"spawn", "ready", "initialize", "tools_discovery"} <= set(init["phase"])
+    # Claude Code asks for the 2026-07-28 protocol first (server/discover); the server refuses, Claude Code falls
+    # back to initialize: a probe, not a failed start-up
+    probe = init[init["mcp_method"] == "server/discover"]
+    assert len(probe) == 1 and probe.iloc[0]["phase"] == "probe" and probe.iloc[0]["error_type"] == "mcp_error"
+    table = session_init(ev)
+    assert table["failures"].sum() == 0 and table["probes"].sum() == 1 and table["sessions"].sum() == 1
     shake = init[(init["phase"] == "initialize") & (init["status"] == "ok")].iloc[0]
     attrs = json.loads(shake["attrs"])
     assert attrs["client_name"] == "claude-code" and attrs["server_name"] == "memory-server"

@@ -98,10 +98,14 @@ def _id_text(value: Any) -> str:
 
 
 def error_failure(error: Any) -> Failure:
-    """The Failure of a JSON-RPC ``error`` object."""
+    """The Failure of a JSON-RPC ``error`` object a peer sent: always ``mcp_error`` (``attrs.jsonrpc_code``). The
+    mcp SDK's codes for a timeout (-32001) and a closed connection (-32000) mean that only when the SDK raises them
+    itself (:func:`promcp.wire.mcp.jsonrpc_failure`); on the wire they are the server's own — -32000 is the first
+    of JSON-RPC's implementation-defined server errors (the TypeScript SDK answers "Server not initialized" with
+    it)."""
     code = error.get("code") if isinstance(error, Mapping) else None
     code = code if isinstance(code, int) and not isinstance(code, bool) else None
-    status, error_type = mcp.jsonrpc_failure(code)
+    status, error_type = Status.ERROR, "mcp_error"
     message = error.get("message") if isinstance(error, Mapping) else None
     return Failure(status, error_type, str(message) if message is not None else None, {"jsonrpc_code": code})
 
