@@ -372,7 +372,9 @@ def test_real_claude_code_starts_the_wrapped_server(tmp_path: Path) -> None:
     # Claude Code asks for the 2026-07-28 protocol first (server/discover); the server refuses, Claude Code falls
     # back to initialize: a probe, not a failed start-up
     probe = init[init["mcp_method"] == "server/discover"]
-    assert len(probe) == 1 and probe.iloc[0]["phase"] == "probe" and probe.iloc[0]["error_type"] == "mcp_error"
+    assert (
+        len(probe) == 1 and probe.iloc[0]["phase"] == "probe" and probe.iloc[0]["error_type"] == "mcp_error"
+    )
     table = session_init(ev)
     assert table["failures"].sum() == 0 and table["probes"].sum() == 1 and table["sessions"].sum() == 1
     shake = init[(init["phase"] == "initialize") & (init["status"] == "ok")].iloc[0]

@@ -186,7 +186,14 @@ def test_streamable_http_bytes_unchanged_and_stages_recorded(tmp_path: Path) -> 
         return collections.Counter(e for c in tee.conns for e in exchanges(c))
 
     server_ex, client_ex = captured(server_side), captured(client_side)
-    assert client_ex == server_ex
+
+    def brief(c: collections.Counter[Any]) -> list[str]:
+        return [
+            f"{e.method} {e.request_body[:40]!r} -> {e.status} {len(e.response_body)} {e.response_body[:40]!r} {e.complete}"
+            for e in c
+        ]
+
+    assert client_ex == server_ex, (brief(client_ex - server_ex), brief(server_ex - client_ex))
     methods = collections.Counter(e.method for e in server_ex.elements())
     assert methods["DELETE"] == 1 and methods["GET"] >= 1 and methods["POST"] >= 5
     with_secrets = [
@@ -392,3 +399,60 @@ def test_listens_on_loopback_unless_allowed() -> None:
     )
     assert done.returncode == 2 and "--allow-remote" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+CLAUDE = BIN / "claude"
+
+
+def test_promcp_record_with_an_http_server(tmp_path: Path) -> None:
+    """`promcp record -- claude` with an HTTP MCP server (type "http", an Authorization header) in Claude Code's
+    config: an HTTP MCP proxy is started for it, and its INIT and the exact tools/call join the model's call."""
+    if not CLAUDE.exists():
+        pytest.skip("the Claude Code CLI is not installed (npm ci)")
+    from tests.stubs.llm_http import StubServer
+    from tests.stubs.scripted_llm import Scripted
+
+    home, work, out, port = tmp_path / "home", tmp_path / "work", tmp_path / "traces", free_port()
+    home.mkdir()
+    work.mkdir()
+    tool = "mcp__everything__echo"
+    entry = {
+        "type": "http",
+        "url": f"http://127.0.0.1:{port}/mcp",
+        "headers": {"Authorization": SECRETS["authorization"]},
+    }
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": {"everything": entry}}))
+    env = {
+        "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(home),
+        "ANTHROPIC_API_KEY": "sk-ant-api03-promcp-test-secret-0123456789abcdef",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "ENABLE_TOOL_SEARCH": "false",
+    }
+    script = Scripted(tool, {"message": "through http"}, answer="Echoed: ")
+    with everything("streamableHttp", port, tmp_path), StubServer(script.anthropic) as stub:
+        proc = subprocess.run(
+            [
+                *(*PROMCP, "record", "--out", str(out), "--upstream", stub.url, "--"),
+                *("claude", "-p", "Echo something.", "--allowedTools", tool, "--output-format", "json"),
+            ],
+            env={**os.environ, **env},
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert "MCP servers recorded: everything" in proc.stderr and "not recorded" not in proc.stderr
+    assert json.loads(proc.stdout)["result"].startswith("Echoed: ")
+    (ev,) = runs(out)
+    mcp = ev[ev["source"] == "proxy:mcp"]
+    assert set(mcp["transport"]) == {"streamable_http"} and set(mcp["server"]) == {"everything"}
+    assert {"ready", "initialize", "tools_discovery"} <= set(mcp.loc[mcp["stage"] == "INIT", "phase"])
+    assert session_init(mcp)["failures"].sum() == 0  # a refused server/discover is a probe, not a failure
+    call = mcp[mcp["stage"].isin(["S3", "S4"])]
+    assert call["stage"].tolist() == ["S3", "S4"] and set(call["tool"]) == {"echo"}
+    assert set(call["timing_quality"]) == {"exact"} and set(call["tool_call_id"]) == {"toolu_0001"}
+    assert all(json.loads(a)["join"]["quality"] == "arguments" for a in call["attrs"])
+    blobs = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert SECRETS["authorization"].encode() not in blobs and b"sk-ant-api03" not in blobs
