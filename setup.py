@@ -2,7 +2,7 @@
 
 `promcp/`, `collectors/` and `analysis/` sit side by side in the repository (the layout a newcomer reads), but they
 install as `promcp`, `promcp.collectors` and `promcp.analysis`: no generic top-level `collectors` or `analysis` module
-ever lands in site-packages. tests/unit/test_packaging.py builds the wheel and proves it.
+ever lands in site-packages. tests/integration/test_packaging.py builds the wheel and proves it.
 """
 
 from setuptools import find_packages, setup

@@ -397,7 +397,9 @@ def latency_segments(
 
 def session_init(events: Events, by: Sequence[str] = ("topology", "server", "transport")) -> pd.DataFrame:
     """Session start-up per server and transport: spawn, ready, initialize and tools-discovery latency (mean, std),
-    tools listed, and the schema footprint of ``tools/list`` (tokens under ``tokenizer``, bytes).
+    tools listed, and the schema footprint of ``tools/list`` (tokens under ``tokenizer``, bytes). ``failures``
+    counts failed start-up phases; a ``server/discover`` the server refused (phase ``probe``) is counted in
+    ``probes`` instead: the client falls back to ``initialize``, nothing failed.
 
     >>> pa.session_init(df, ["server", "transport"])[["server", "ready_ms_mean", "schema_tokens"]]
     """
@@ -429,20 +431,25 @@ def session_init(events: Events, by: Sequence[str] = ("topology", "server", "tra
     frame["tokenizer"] = (
         init["tokenizer"].astype(object).where(init["tokenizer"].notna(), MISSING).astype(str)
     )
-    frame["failed"] = (init["status"].astype(str) != "ok").to_numpy()
+    # a refused server/discover (phase probe) is the client asking for a newer protocol, not a failed start-up
+    frame["failed"] = (
+        (init["status"].astype(str) != "ok") & (frame["phase"] != Phase.PROBE.value)
+    ).to_numpy()
     frame["tools"] = [_n_tools(a) for a in init["attrs"]] if "attrs" in init else np.nan
     rows = []
     for key, part in frame.groupby(by, sort=True, dropna=False, observed=True):
         key = key if isinstance(key, tuple) else (key,)
         row: dict[str, object] = dict(zip(by, key, strict=True))
-        sessions = part[part["phase"] == "initialize"]
-        row["sessions"] = len(sessions) if len(sessions) else int(part["phase"].eq("tools_discovery").sum())
+        sessions = part[part["phase"] == Phase.INITIALIZE.value]
+        discovery = part["phase"].eq(Phase.TOOLS_DISCOVERY.value)
+        row["sessions"] = len(sessions) if len(sessions) else int(discovery.sum())
         row["failures"] = int(part["failed"].sum())
+        row["probes"] = int(part["phase"].eq(Phase.PROBE.value).sum())
         for p in INIT_PHASES:
             lat = part.loc[part["phase"] == p, "latency"]
             row[f"{p}_ms_mean"] = lat.mean()
             row[f"{p}_ms_std"] = lat.std(ddof=1) if lat.count() > 1 else np.nan
-        disc = part[part["phase"] == "tools_discovery"]
+        disc = part[discovery]
         row["tools"] = disc["tools"].mean() if len(disc) else np.nan
         row["schema_tokens"] = disc["tokens"].mean() if len(disc) else np.nan
         row["schema_bytes"] = disc["bytes"].mean() if len(disc) else np.nan

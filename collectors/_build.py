@@ -15,14 +15,13 @@ exceed the total (an over-estimating tokenizer) are they scaled down to it (``at
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse
 from promcp.events import Event, Origin, Part, Stage, Status, TimingQuality, TokenSource, scale_parts
+from promcp.stages import PutText, usage_attrs
 from promcp.tokenizers import CachedTokenizer
-
-PutText = Callable[[str, str], str]
 
 
 def _timing(span: Span) -> dict[str, Any]:
@@ -115,12 +114,11 @@ class Builder:
             attrs["prompt_missing"] = True
         source = self.tok.source
         tokenizer: str | None = self.tok.name
-        if call.usage is not None:
+        if call.usage is not None and call.usage.input_tokens is not None:
             total = call.usage.input_tokens
             local = sum(p.tokens for p in parts)
             attrs["tokens_in_estimate"] = local
-            attrs["cache_read_tokens"] = call.usage.cache_read
-            attrs["cache_write_tokens"] = call.usage.cache_write
+            attrs.update(usage_attrs(call.usage))
             if total >= local:  # the rest is context the export does not show (system prompt, tool schemas…)
                 parts = [*parts, Part(Origin.SYSTEM, "unobserved", total - local)]
             else:
@@ -152,7 +150,7 @@ class Builder:
     ) -> Event:
         final = not call.tools
         attrs: dict[str, Any] = dict(call.attrs)
-        if call.usage is not None:
+        if call.usage is not None and call.usage.output_tokens is not None:
             tokens, source = call.usage.output_tokens, TokenSource.PROVIDER
             attrs["tokens_out_estimate"] = self.count(out_text)
         else:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promcp.events import TimingQuality
+from promcp.wire import Usage
 
 
 @dataclass
@@ -51,16 +52,6 @@ class ToolUse:
 
 
 @dataclass
-class Usage:
-    """Provider usage of one LLM call (Claude Code): ``input_tokens`` here includes cache reads and writes."""
-
-    input_tokens: int
-    output_tokens: int
-    cache_read: int = 0
-    cache_write: int = 0
-
-
-@dataclass
 class Call:
     """One LLM call: what it wrote (text, thinking) and the tools it asked for (none: the final answer).
 
@@ -73,7 +64,7 @@ class Call:
     tools: list[ToolUse] = field(default_factory=list)
     span: Span = field(default_factory=Span)
     prefill: Span = field(default_factory=Span)
-    usage: Usage | None = None
+    usage: Usage | None = None  # provider usage (Claude Code); input_tokens includes cache reads and writes
     model: str | None = None
     extra_context: list[tuple[str, str]] = field(default_factory=list)  # (key, text): orphan results etc.
     attrs: dict[str, Any] = field(default_factory=dict)

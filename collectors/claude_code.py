@@ -12,13 +12,15 @@ an LLM call (prompt or last result → its last block written) is ``bounded`` (i
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse, Usage
+from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse
 from promcp.collectors._problems import Problems
 from promcp.collectors._stream import as_dict, as_list, as_text, clean_text, to_ns
 from promcp.events import TimingQuality
+from promcp.wire import Usage, anthropic
 
 
 def split_mcp(name: str) -> tuple[str | None, str, bool]:
@@ -30,15 +32,16 @@ def split_mcp(name: str) -> tuple[str | None, str, bool]:
     return None, name, False
 
 
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def _usage(raw: Any) -> Usage | None:
+    """The message's Anthropic ``usage`` (:func:`promcp.wire.anthropic.parse_usage`: input includes cache reads
+    and writes; every field kept as reported); None without input and output counts."""
     if not isinstance(raw, dict):
         return None
-    read, write = _int(raw.get("cache_read_input_tokens")), _int(raw.get("cache_creation_input_tokens"))
-    return Usage(_int(raw.get("input_tokens")) + read + write, _int(raw.get("output_tokens")), read, write)
+    usage = anthropic.parse_usage(raw)
+    if usage is None:
+        return None
+    cached = (usage.cache_read_tokens or 0) + (usage.cache_write_tokens or 0)
+    return replace(usage, input_tokens=usage.input_tokens or cached, output_tokens=usage.output_tokens or 0)
 
 
 def result_text(content: Any) -> str:
@@ -163,7 +166,9 @@ class _Session:
             self.seen_blocks[mid] = set()
             self.task.calls.append(call)
         usage = _usage(message.get("usage"))
-        if usage is not None and (call.usage is None or usage.output_tokens >= call.usage.output_tokens):
+        if usage is not None and (
+            call.usage is None or (usage.output_tokens or 0) >= (call.usage.output_tokens or 0)
+        ):
             call.usage = usage
         if ts is not None and (call.span.end is None or ts > call.span.end):
             call.span.end = ts

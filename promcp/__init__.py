@@ -1,37 +1,69 @@
 """promcp — token-flow profiling and tracing for Model Context Protocol (MCP) agents.
 
-The public API is small:
+What a program calls (each name is imported on first use, so ``import promcp`` stays cheap):
 
-* :func:`instrument` / :func:`uninstrument` — record the stages of your own MCP host (mcp SDK 2.x) with one line
-  (implemented in :mod:`promcp.shims`, imported only when first used so ``import promcp`` stays cheap);
-* :mod:`promcp.analysis` — load traces into pandas and compute the phase-attribution tables;
-* :mod:`promcp.events` — the event record every source writes; :mod:`promcp.tokenizers` — offline token counting;
-* :class:`Recorder` and :func:`scope` — for sources of your own.
+* :func:`instrument` / :func:`uninstrument` — record the stages of your own MCP host (mcp SDK 2.x, and the
+  OpenAI / Anthropic SDKs) with one line; :func:`flush` — journal everything recorded so far;
+* :func:`record_session` — record one MCP session into a recorder of your own (a harness with several runs);
+* :func:`wrap_openai`, :func:`wrap_anthropic`, :func:`wrap_chat`, :func:`record_chat` — record LLM calls;
+* :class:`Recorder` and :func:`scope` — where events go, and the task / round / tool-call a block belongs to.
 
-The command line (``promcp run``, ``promcp import``, ``promcp report``, …) is documented in the README.
+Subpackages for more: :mod:`promcp.analysis` (load traces into pandas, the phase tables), :mod:`promcp.events`
+(the event record), :mod:`promcp.tokenizers` (offline token counting), :mod:`promcp.stages` and
+:mod:`promcp.wire` (the stage builders and provider wire formats, for sources of your own). The command line
+(``promcp run``, ``promcp import``, ``promcp report``, …) is documented in the README.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from promcp._version import __version__
 
-if TYPE_CHECKING:  # pragma: no cover
+if _typing.TYPE_CHECKING:  # pragma: no cover
     from promcp.recorder import Recorder, scope
-    from promcp.shims import instrument, uninstrument
+    from promcp.shims import (
+        flush,
+        instrument,
+        record_chat,
+        record_session,
+        uninstrument,
+        wrap_anthropic,
+        wrap_chat,
+        wrap_openai,
+    )
 
-__all__ = ["Recorder", "__version__", "instrument", "scope", "uninstrument"]
+__all__ = [
+    "Recorder",
+    "__version__",
+    "flush",
+    "instrument",
+    "record_chat",
+    "record_session",
+    "scope",
+    "uninstrument",
+    "wrap_anthropic",
+    "wrap_chat",
+    "wrap_openai",
+]
 
 _LAZY = {
     "instrument": "promcp.shims",
     "uninstrument": "promcp.shims",
+    "flush": "promcp.shims",
+    "record_session": "promcp.shims",
+    "wrap_openai": "promcp.shims",
+    "wrap_anthropic": "promcp.shims",
+    "wrap_chat": "promcp.shims",
+    "record_chat": "promcp.shims",
     "Recorder": "promcp.recorder",
     "scope": "promcp.recorder",
 }
 
+del _typing
 
-def __getattr__(name: str) -> Any:
+
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'promcp' has no attribute {name!r}")
@@ -40,3 +72,8 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The public API only (subpackages are imported by name: ``promcp.analysis``, ``promcp.events``…)."""
+    return sorted(__all__)

@@ -15,6 +15,7 @@ Every error promcp raises on purpose derives from :class:`PromcpError`, so calle
     ├── ServerError            an MCP server failed to start, crashed, hung or spoke garbage
     ├── LLMError               an LLM backend failed after its retries
     │   └── LLMHTTPError           an LLM API answered with an HTTP error status (with its Retry-After hint)
+    ├── WireFormatError        a provider's response lacks a field its wire format requires (names the path)
     └── InstrumentationError   a hook target is missing from the installed mcp SDK
 
 Warnings about input that was partly usable (a skipped line, a skipped file) are :class:`PromcpWarning`.
@@ -140,6 +141,16 @@ class LLMHTTPError(LLMError):
     ) -> None:
         self.retry_after_s = retry_after_s
         super().__init__(message, error_type=error_type, status_code=status_code)
+
+
+class WireFormatError(PromcpError):
+    """A provider's request or response does not have the shape its wire format requires (strict parsing only).
+
+    ``path`` names the missing or malformed field (``choices.0.message``, ``usage.input_tokens``…)."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
 
 
 class InstrumentationError(PromcpError):

@@ -31,6 +31,7 @@ class Stage(StrEnum):
     S4 = "S4"  # server -> client: tool result
     S5 = "S5"  # client -> LLM: context update (results, history, schemas re-sent) for a later LLM call
     S6 = "S6"  # LLM -> user: the final answer
+    MCP = "MCP"  # other MCP traffic seen on the wire: resources/*, prompts/*, ping, notifications, server->client requests
 
 
 class Phase(StrEnum):
@@ -39,12 +40,14 @@ class Phase(StrEnum):
     SPAWN = "spawn"
     READY = "ready"
     INITIALIZE = "initialize"
+    PROBE = "probe"  # a ``server/discover`` the server refused: the client falls back to ``initialize``
     TOOLS_DISCOVERY = "tools_discovery"
     CONTEXT = "context"
     LLM_PLAN = "llm_plan"
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
     FINAL_ANSWER = "final_answer"
+    PROTOCOL = "protocol"  # MCP traffic outside the six stages (stage MCP)
 
 
 class Direction(StrEnum):
@@ -111,13 +114,14 @@ class Origin(StrEnum):
 
 #: The phases each stage may carry.
 STAGE_PHASES: Final[dict[Stage, frozenset[Phase]]] = {
-    Stage.INIT: frozenset({Phase.SPAWN, Phase.READY, Phase.INITIALIZE, Phase.TOOLS_DISCOVERY}),
+    Stage.INIT: frozenset({Phase.SPAWN, Phase.READY, Phase.INITIALIZE, Phase.PROBE, Phase.TOOLS_DISCOVERY}),
     Stage.S1: frozenset({Phase.CONTEXT}),
     Stage.S2: frozenset({Phase.LLM_PLAN}),
     Stage.S3: frozenset({Phase.TOOL_CALL}),
     Stage.S4: frozenset({Phase.TOOL_RESULT}),
     Stage.S5: frozenset({Phase.CONTEXT}),
     Stage.S6: frozenset({Phase.FINAL_ANSWER}),
+    Stage.MCP: frozenset({Phase.PROTOCOL}),
 }
 
 #: The default phase of each stage (INIT has none: the caller names the start-up phase).
@@ -128,6 +132,7 @@ STAGE_PHASE: Final[dict[Stage, Phase]] = {
     Stage.S4: Phase.TOOL_RESULT,
     Stage.S5: Phase.CONTEXT,
     Stage.S6: Phase.FINAL_ANSWER,
+    Stage.MCP: Phase.PROTOCOL,
 }
 
 STAGE_DIRECTION: Final[dict[Stage, Direction]] = {
@@ -138,6 +143,7 @@ STAGE_DIRECTION: Final[dict[Stage, Direction]] = {
     Stage.S4: Direction.SERVER_TO_CLIENT,
     Stage.S5: Direction.CLIENT_TO_LLM,
     Stage.S6: Direction.LLM_TO_USER,
+    Stage.MCP: Direction.CLIENT_TO_SERVER,  # a server's request or notification says server->client
 }
 
 #: Stages whose event stands for the input side of one LLM call (they carry ``tokens_in`` and ``in_*``).

@@ -46,6 +46,7 @@ from promcp.events import Event, Topology
 from promcp.redact import DEFAULT_PREVIEW_CHARS, preview
 from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
 from promcp.store.parquet import finalize
+from promcp.store.parts import finalize_group, group_lock, new_part_path
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class Recorder:
         max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
         capture_content: bool | None = None,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
+        part: str | None = None,
     ) -> None:
         self.out = Path(out)
         self.topology = Topology(topology)
@@ -150,6 +152,8 @@ class Recorder:
         self.max_content_bytes = max_content_bytes or None
         self.preview_chars = preview_chars
         self.sdk_versions = sdk_versions()
+        #: ``part``: this process writes one part of a run that several processes record (promcp/store/parts.py)
+        self.part = part
         self.journal_path = self.out / JOURNAL_DIR / f"{self.run_id}{JOURNAL_SUFFIX}"
         header = JournalHeader(
             run_id=self.run_id,
@@ -162,13 +166,21 @@ class Recorder:
             content=self.content,
             max_content_bytes=self.max_content_bytes,
         )
-        self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
+        if part is None:
+            self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
+        else:
+            with group_lock(self.out):  # a merge must not see the part before its writer holds the lock
+                self.journal_path = new_part_path(self.out, self.run_id, part)
+                self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
         self._seq = itertools.count()
         self._seq_lock = threading.Lock()
         self._blobs: set[str] = set()
         self._queue: queue.Queue[tuple[int, Scope, Callable[[], Event | None]] | None] | None = None
         self._worker: threading.Thread | None = None
         self._worker_errors: list[BaseException] = []
+        self._current: tuple[int, Scope, Callable[[], Event | None]] | None = None
+        self._current_lock = threading.Lock()
+        self._abandoned = False
         self._drain = threading.Event()
         self._last_activity = 0.0
         self._pid = os.getpid()
@@ -257,15 +269,43 @@ class Recorder:
                     return
                 self._wait_for_quiet()
                 seq, sc, build = item
+                with self._current_lock:
+                    self._current = item
                 try:
                     event = build()
-                    if event is not None:
+                    with self._current_lock:  # handed off meanwhile (hand_off): another process builds it
+                        mine = self._current is item
+                        self._current = None
+                    if event is not None and mine:
                         self._writer.append(self._complete(event, sc, seq))
                         self.events += 1
                 except BaseException as exc:  # a broken builder must not stop the worker
                     self._worker_errors.append(exc)
             finally:
                 self._queue.task_done()
+
+    def hand_off(self) -> list[tuple[int, Scope, Callable[[], Event | None]]]:
+        """Take the :meth:`emit_later` work not journaled yet — queued, and the one being built now (whose result
+        is then dropped) — so another process can finish it: a proxy about to be killed by its client hands its
+        token counting to a detached helper. Items keep their ``seq`` and scope; the recorder stays usable."""
+        taken: list[tuple[int, Scope, Callable[[], Event | None]]] = []
+        with self._current_lock:
+            if self._current is not None:
+                taken.append(self._current)
+                self._current = None
+                self._abandoned = True  # close() does not wait for that build any more
+        if self._queue is not None:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                self._queue.task_done()
+                if item is None:  # close() is stopping the worker: leave its sentinel
+                    self._queue.put(None)
+                    break
+                taken.append(item)
+        return taken
 
     def flush(self) -> None:
         """Wait until every :meth:`emit_later` event is journaled (building them now, without waiting for quiet)."""
@@ -320,8 +360,8 @@ class Recorder:
         if self._queue is not None:
             self._drain.set()
             self._queue.put(None)
-            if self._worker is not None:
-                self._worker.join()
+            if self._worker is not None:  # a build handed off to another process is not waited for
+                self._worker.join(timeout=0.2 if self._abandoned else None)
         self._closed = True
         self._writer.close()
         if _global_recorder is self:
@@ -329,7 +369,10 @@ class Recorder:
         if finalize_run:
             stopped = self._writer.error
             try:
-                self.result_path = finalize(self.journal_path)
+                if self.part is None:
+                    self.result_path = finalize(self.journal_path)
+                else:  # merged by the last part to end (None until then)
+                    self.result_path = finalize_group(self.out, self.run_id)
             except StorageError as exc:
                 if stopped is None:
                     raise

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_PREVIEW_CHARS: Final = 240
 #: JSON up to this many characters is parsed so secrets are found by key, not only by pattern.
@@ -185,3 +186,14 @@ def preview(text: str | None, limit: int = DEFAULT_PREVIEW_CHARS) -> str | None:
     if len(head) <= limit and len(text) <= limit * 2 + 200:
         return head
     return f"{head[:limit]}…(+{max(len(text) - limit, 0)} chars)"
+
+
+def public_url(url: str) -> str:
+    """``url`` without user, password, query or fragment (a query may carry a token): what may be written into a
+    run's metadata."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -28,9 +28,10 @@ from promcp.analysis.whatif import strategies as st
 from promcp.analysis.whatif._catalog_eval import hits, payloads, static_payloads
 from promcp.analysis.whatif._retrieval import Router
 from promcp.errors import PromcpWarning
+from promcp.events import Phase, Stage
 
 DATASET_STRATEGIES = ("full", "slim", "dedup", "topk", "search-tool", "two-phase", "result-fields")
-_LLM_INPUT = ("S1", "S5")
+_LLM_INPUT = (Stage.S1.value, Stage.S5.value)
 
 
 def _parse_tool(text: str) -> dict[str, Any] | None:
@@ -56,7 +57,7 @@ def schema_tools(
             if tool is not None:
                 by_name.setdefault(tool["name"], []).append(tool)
     out: dict[str, dict[str, Any]] = {}
-    disc = events[(events["stage"] == "INIT") & (events["phase"] == "tools_discovery")]
+    disc = events[(events["stage"] == Stage.INIT.value) & (events["phase"] == Phase.TOOLS_DISCOVERY.value)]
     for server, attrs in zip(disc["server"], disc["attrs"], strict=True):
         for name, info in (attrs_of(attrs).get("tools") or {}).items():
             tool = None
@@ -120,23 +121,27 @@ def evaluate_dataset(
     ):
         tstage = task["stage"].astype(str)
         prompt = next(
-            (texts.get(attrs_of(a).get("content", "")) for a in task.loc[tstage == "S1", "attrs"]),
+            (texts.get(attrs_of(a).get("content", "")) for a in task.loc[tstage == Stage.S1.value, "attrs"]),
             None,
         )
-        s3 = task[tstage == "S3"]
+        s3 = task[tstage == Stage.S3.value]
         called: dict[int, set[str]] = {}
         for rnd, server, tool in zip(s3["round"], s3["server"], s3["tool"], strict=True):
             called.setdefault(int(rnd), set()).add(f"{server}/{tool}")
         results: dict[str, str] = {}
         for cid, a in zip(
-            task.loc[tstage == "S4", "tool_call_id"], task.loc[tstage == "S4", "attrs"], strict=True
+            task.loc[tstage == Stage.S4.value, "tool_call_id"],
+            task.loc[tstage == Stage.S4.value, "attrs"],
+            strict=True,
         ):
             text = texts.get(attrs_of(a).get("content", ""))
             if cid and text is not None:
                 results[str(cid)] = text
         used = [str(x) for x in s3["req_preview"].dropna()]
         for a, prev in zip(
-            task.loc[tstage == "S6", "attrs"], task.loc[tstage == "S6", "resp_preview"], strict=True
+            task.loc[tstage == Stage.S6.value, "attrs"],
+            task.loc[tstage == Stage.S6.value, "resp_preview"],
+            strict=True,
         ):
             answer = texts.get(attrs_of(a).get("content", ""))
             used.append(answer if answer is not None else str(prev or ""))

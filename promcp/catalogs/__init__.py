@@ -54,8 +54,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from promcp.catalogs._model import Catalog, CatalogServer, CatalogTool, compact_json, render_tool, slugify
+from promcp.catalogs._model import Catalog, CatalogServer, CatalogTool, render_tool, slugify
 from promcp.catalogs._readers import FORMATS, detect, read
+from promcp.wire import compact_json
 
 __all__ = [
     "FORMATS",

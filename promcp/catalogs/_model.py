@@ -10,19 +10,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from promcp.errors import ConfigError
+from promcp.wire import compact_json
+from promcp.wire.mcp import tool_text
 
 #: Tool fields of an MCP ``Tool`` (2025-11-25 / 2026-07-28 schema) kept on the wire when a source lists them.
 WIRE_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "_meta")
 
 
-def compact_json(obj: Any) -> str:
-    """JSON as promcp counts it everywhere: compact separators, UTF-8 kept (``ensure_ascii=False``)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
 def render_tool(tool: CatalogTool) -> str:
-    """The text of one tool as promcp's host puts it in a prompt (``LLMBackend.render_tool``'s default)."""
-    return compact_json({"name": tool.name, "description": tool.description, "parameters": tool.input_schema})
+    """The text of one tool as promcp's host puts it in a prompt (:func:`promcp.wire.mcp.tool_text`)."""
+    return tool_text(tool.name, tool.description, tool.input_schema)
 
 
 class _Counter(Protocol):

@@ -17,10 +17,24 @@ from promcp._version import __version__
 from promcp.cli._common import run_command
 
 #: Subcommand modules, in the order ``promcp --help`` lists them.
-COMMAND_MODULES = ("run", "import_", "report", "diff", "doctor", "whatif", "bench", "finalize")
+COMMAND_MODULES = (
+    "run",
+    "import_",
+    "report",
+    "diff",
+    "doctor",
+    "whatif",
+    "bench",
+    "finalize",
+    "proxy",
+    "record",
+)
+#: Commands a client starts once per server and waits for: only their own module is imported (the others pull
+#: in pandas and DuckDB, seconds of start-up per server).
+LEAN_COMMANDS = ("proxy",)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="promcp",
         description="Token-flow profiling and tracing for MCP agents: see the tools tax per stage.",
@@ -28,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"promcp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only is None else only:
         try:
             module = importlib.import_module(f"promcp.cli.{name}")
         except ModuleNotFoundError as exc:  # a command not built yet in this tree
@@ -40,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser((argv[0],) if argv and argv[0] in LEAN_COMMANDS else None)
     args = parser.parse_args(argv)
     return run_command(args.func, args)
 

@@ -77,7 +77,7 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     try:
         return int(func(args) or 0)
     except PromcpError as exc:
-        # escaped: a location such as "[llm.model]" is text, not rich markup
+        # escaped: the message is text, not markup ("[llm.model]", "[--listen]" must not vanish as unknown tags)
         for line in str(exc).splitlines() or [type(exc).__name__]:
             _stderr.print(f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_USAGE

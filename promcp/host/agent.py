@@ -1,7 +1,8 @@
 """The agent loop of one task: plan → tool call → result → context update, until an answer or the round limit.
 
 Per round it records one LLM call as an input event (S1 on round 1, S5 later; tokens by origin) and an output event
-(S2 when the model asked for a tool, S6 when it answered), then S3/S4 per tool call (:mod:`promcp.host.mcp_events`).
+(S2 when the model asked for a tool, S6 when it answered), then S3/S4 per tool call — measured here and in
+:mod:`promcp.host.sessions`, built by :mod:`promcp.stages`.
 Tool calls are checked like a real client does (known tool, arguments valid against the tool's input schema); an
 invalid call is recorded (S3, status error, not sent) and answered with an error message to the model. A prompt
 that does not fit the context window is a ``context_overflow`` input event (counted, never sent) and ends the task.
@@ -9,7 +10,6 @@ that does not fit the context window is a ``context_overflow`` input event (coun
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,11 +17,10 @@ from typing import Any
 
 import jsonschema
 
+from promcp import stages
 from promcp.errors import LLMError, ServerError
-from promcp.events import Event, Origin, Part, Stage, Status, TimingQuality, TokenSource
-from promcp.host import mcp_events
+from promcp.events import Origin, Stage, Status
 from promcp.host.config import Policy, TaskConfig
-from promcp.host.llm._http import arguments_are_valid_json
 from promcp.host.llm.base import (
     LLMBackend,
     Message,
@@ -30,11 +29,11 @@ from promcp.host.llm.base import (
     ToolCall,
     ToolSpec,
     call_with_retries,
-    scale_parts,
 )
-from promcp.host.mcp_events import CallMeasure, Clock
 from promcp.host.sessions import ServerConnection, ServerPool
 from promcp.recorder import Recorder, scope
+from promcp.stages import SYSTEM_CLOCK, Clock, Failure, LLMCall, ToolsCall
+from promcp.wire import arguments_are_valid_json
 
 
 @dataclass
@@ -86,7 +85,9 @@ class Agent:
         tool_choice: str,
         system_prompt: str,
         progress: Progress | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.backend = backend
         self.pool = pool
         self.rec = recorder
@@ -96,7 +97,7 @@ class Agent:
         self.system_prompt = system_prompt
         self.progress = progress or (lambda _k, _d: None)
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
-        self._prompt_hash: str | None = None
+        self._prompt: str | None = None
 
     async def run(self, task: TaskConfig) -> TaskResult:
         result = TaskResult(task.id)
@@ -136,7 +137,7 @@ class Agent:
             Message("system", task.system_prompt or self.system_prompt, origin=Origin.SYSTEM, key="system"),
             Message("user", task.prompt, origin=Origin.USER, key="prompt"),
         ]
-        self._prompt_hash = self.rec.put_text("prompt", task.prompt)
+        self._prompt = task.prompt
         max_rounds = task.max_rounds or self.policy.max_rounds
         called_any = False
         for rnd in range(1, max_rounds + 1):
@@ -145,7 +146,10 @@ class Agent:
                 choice = self.tool_choice
                 if choice == "first":
                     choice = "auto" if called_any else "required"
-                self.progress("stage", {"task": task.id, "round": rnd, "stage": "S1" if rnd == 1 else "S5"})
+                self.progress(
+                    "stage",
+                    {"task": task.id, "round": rnd, "stage": (Stage.S1 if rnd == 1 else Stage.S5).value},
+                )
                 response = await self._llm_call(task, rnd, messages, tools, choice, result)
                 if response is None:
                     return
@@ -190,31 +194,28 @@ class Agent:
         result: TaskResult,
     ) -> Response | None:
         backend = self.backend
-        stage_in = Stage.S1 if rnd == 1 else Stage.S5
         parts = backend.input_parts(messages, tools)
-        local = sum(p.tokens for p in parts)
-        tok = backend.tokenizer
-        window = backend.context_window
-        common: dict[str, Any] = {"tokenizer": tok.name, "context_window": window}
-        if window is not None and local + 1 > window:
-            now = Clock.now()
-            self.rec.emit(
-                Event(
-                    stage=stage_in,
-                    parts=parts,
-                    token_source=tok.source,
-                    status=Status.CONTEXT_OVERFLOW,
-                    error_type="context_overflow",
-                    t_start_ns=now.wall_ns,
-                    t_end_ns=now.wall_ns,
-                    timing_quality=TimingQuality.NONE,
-                    attrs={"n_tools": len(tools), "overflow_by": local + 1 - window},
-                    **common,
-                )
-            )
+        now = self.clock.now()
+        call = LLMCall(
+            provider=backend.provider,
+            model=backend.model,
+            round=rnd,
+            start=now,
+            end=now,
+            tokenizer=backend.tokenizer,
+            parts=parts,
+            n_tools=len(tools),
+            context_window=backend.context_window,
+            prompt_text=self._prompt,
+            put_text=self.rec.put_text,
+        )
+        overflow = stages.context_overflow_event(call, parts)
+        if overflow is not None:
+            self.rec.emit(overflow)
+            local = sum(p.tokens for p in parts)
             result.status, result.error = (
                 "context_overflow",
-                f"prompt of {local} tokens does not fit {window}",
+                f"prompt of {local} tokens does not fit {backend.context_window}",
             )
             return None
         sampling = Sampling(
@@ -231,120 +232,37 @@ class Agent:
             retries.append(f"{type(exc).__name__}: {exc}")
             self.progress("stage", {"task": task.id, "stage": f"LLM retry {attempt} in {delay:g}s"})
 
-        start = Clock.now()
+        call.start = self.clock.now()
         try:
             response = await call_with_retries(
                 lambda: backend.chat(messages, tools, sampling), self.policy.retry, on_retry=on_retry
             )
         except LLMError as exc:
-            end = Clock.now()
-            self.rec.emit(
-                Event(
-                    stage=stage_in,
-                    status=Status.TIMEOUT if exc.error_type == "timeout" else Status.ERROR,
-                    error_type=exc.error_type,
-                    t_start_ns=start.wall_ns,
-                    t_end_ns=end.wall_ns,
-                    latency_ms=start.ms_to(end),
-                    resp_preview=str(exc),
-                    attrs={
-                        "tokens_in_estimate": local,
-                        "attempts": len(retries) + 1,
-                        "retry_errors": retries,
-                    },
-                    **common,
-                )
-            )
-            result.llm_ms += start.ms_to(end)
+            call.end = self.clock.now()
+            call.failure = Failure.of(exc.error_type, str(exc))
+            call.attrs_in = {"attempts": len(retries) + 1, "retry_errors": retries}
+            self.rec.emit(stages.llm_input_event(call))
+            result.llm_ms += call.start.ms_to(call.end)
             result.status, result.error = "error", str(exc)
             return None
-        end = Clock.now()
-        result.llm_ms += start.ms_to(
-            end
-        )  # the whole backend call (prompt rendering, grammar, thread hand-off)
-        self._emit_llm(stage_in, parts, local, response, start, end, retries, tools, common)
+        call.end = self.clock.now()
+        # the whole backend call (prompt rendering, grammar, thread hand-off) counts as LLM time for the task
+        result.llm_ms += call.start.ms_to(call.end)
+        self._emit_llm(call, response, retries)
         return response
 
-    def _emit_llm(
-        self,
-        stage_in: Stage,
-        parts: list[Part],
-        local: int,
-        response: Response,
-        start: Clock,
-        end: Clock,
-        retries: list[str],
-        tools: list[ToolSpec],
-        common: dict[str, Any],
-    ) -> None:
-        usage = response.usage
-        attrs_in: dict[str, Any] = {"n_tools": len(tools)}
-        if stage_in is Stage.S1:
-            attrs_in["content"] = self._prompt_hash  # the task prompt, captured (what-if routes on it)
+    def _emit_llm(self, call: LLMCall, response: Response, retries: list[str]) -> None:
+        """The call's input and output events (the backend's own timer gives the call's duration)."""
+        call.output = response.output()
+        call.total_ms = response.timing.total_ms
+        call.prompt_ms = response.timing.prompt_ms
+        attrs_in: dict[str, Any] = {k: response.attrs[k] for k in _INPUT_ATTRS if k in response.attrs}
         if retries:
             attrs_in.update({"attempts": len(retries) + 1, "retry_errors": retries})
-        token_source = usage.source if usage.input_tokens is not None else self.backend.tokenizer.source
-        if usage.input_tokens is not None and usage.input_tokens != local:
-            attrs_in["tokens_in_estimate"] = local
-            attrs_in["origin_scale"] = round(usage.input_tokens / local, 6) if local else None
-            parts = scale_parts(parts, usage.input_tokens)
-        if usage.cache_read_tokens or usage.cache_write_tokens:
-            attrs_in["cache_read_tokens"] = usage.cache_read_tokens
-            attrs_in["cache_write_tokens"] = usage.cache_write_tokens
-        for key in ("prefill_tokens", "reused_prefix_tokens"):
-            if key in response.attrs:
-                attrs_in[key] = response.attrs[key]
-        total_ms = response.timing.total_ms
-        prompt_ms = response.timing.prompt_ms
-        # the call's interval [start, end] split at the end of prefill
-        split_ns = start.wall_ns + int((prompt_ms or 0.0) * 1e6)
-        self.rec.emit(
-            Event(
-                stage=stage_in,
-                parts=parts,
-                token_source=token_source,
-                t_start_ns=start.wall_ns,
-                t_end_ns=split_ns if prompt_ms is not None else start.wall_ns,
-                latency_ms=prompt_ms,
-                timing_quality=TimingQuality.EXACT if prompt_ms is not None else TimingQuality.NONE,
-                attrs=attrs_in,
-                **common,
-            )
-        )
-        calls = response.tool_calls
-        stage_out = Stage.S2 if calls else Stage.S6
-        attrs_out: dict[str, Any] = {"finish_reason": response.finish_reason}
-        if len(calls) > 1:
-            attrs_out["tool_call_ids"] = [c.id for c in calls]
-        for key in ("parse_error", "generation_ms", "load_ms", "server_total_ms", "request_id"):
-            if key in response.attrs:
-                attrs_out[key] = response.attrs[key]
-        out_text = (
-            json.dumps([{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False)
-            if calls
-            else (response.content or "")
-        )
-        if stage_out is Stage.S6:
-            attrs_out["content"] = self.rec.put_text("answer", out_text)
-        out_tokens = usage.output_tokens
-        out_source = usage.source
-        if out_tokens is None:
-            out_tokens, out_source = self.backend.tokenizer.count(out_text), self.backend.tokenizer.source
-        self.rec.emit(
-            Event(
-                stage=stage_out,
-                tokens_out=out_tokens,
-                token_source=out_source if out_source is not TokenSource.NONE else TokenSource.TOKENIZER,
-                t_start_ns=split_ns if prompt_ms is not None else start.wall_ns,
-                t_end_ns=max(end.wall_ns, split_ns),
-                latency_ms=max(total_ms - (prompt_ms or 0.0), 0.0),
-                tool_call_id=calls[0].id if calls else None,
-                tool=calls[0].name if calls else None,
-                resp_preview=out_text,
-                attrs=attrs_out,
-                **common,
-            )
-        )
+        call.attrs_in = attrs_in
+        call.attrs_out = {k: response.attrs[k] for k in _OUTPUT_ATTRS if k in response.attrs}
+        for event in stages.llm_call_events(call):
+            self.rec.emit(event)
 
     # -- tools ------------------------------------------------------------------------------------------------------
 
@@ -407,47 +325,50 @@ class Agent:
                 )
         self.progress("stage", {"task": task.id, "stage": f"S3/S4 {spec.server}:{spec.tool}"})
         with scope(server=spec.server, tool=spec.tool, tool_call_id=call.id, transport=conn.transport.value):
-            outcome, measure = await conn.call(spec.tool, call.arguments, self.policy.tool_timeout_s)
+            outcome, measure = await conn.call(
+                spec.tool,
+                call.arguments,
+                self.policy.tool_timeout_s,
+                tokenizer=tok,
+                tool_call_id=call.id,
+                put_text=self.rec.put_text,
+            )
             result.tool_ms += measure.start.ms_to(measure.end)
             result.tools_called.append(f"{spec.server}:{spec.tool}")
-            mcp_events.call_events(
-                self.rec,
-                server=spec.server,
-                tool=spec.tool,
-                tool_call_id=call.id,
-                transport=conn.transport,
-                m=measure,
-                tokenizer=tok,
-            )
+            self._emit_tool(measure)
         return outcome.text, outcome.status is not Status.OK
+
+    def _emit_tool(self, measure: ToolsCall) -> None:
+        """S3 and S4 of a tools/call, tokens counted on the recorder's worker."""
+        self.rec.emit_later(lambda: stages.tool_request_event(measure))
+        if measure.sent is not None:
+            self.rec.emit_later(lambda: stages.tool_result_event(measure))
 
     def _invalid_pair(self, *args: Any) -> tuple[str, bool]:
         """An invalid or unsendable call: the error text for the model, flagged as an error result."""
         return self._invalid(*args), True
 
     def _invalid(self, call: ToolCall, spec: ToolSpec | None, error_type: str, message: str) -> str:
-        now = Clock.now()
-        m = CallMeasure(
+        now = self.clock.now()
+        raw = call.raw_arguments
+        measure = ToolsCall(
+            tool=spec.tool if spec else call.name,
             start=now,
-            sent=None,
             end=now,
-            request_bytes=None,
-            jsonrpc_id=None,
-            args_text=json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":")),
-            result_text=None,
-            result_bytes=None,
-            status=Status.ERROR,
-            error_type=error_type,
+            tokenizer=self.backend.tokenizer,
+            server=spec.server if spec else None,
+            tool_call_id=call.id,
+            arguments=call.arguments,
+            arguments_text=raw if raw and not arguments_are_valid_json(raw) else None,
+            failure=Failure(Status.ERROR, error_type, message),
+            put_text=self.rec.put_text,
+            attrs={"sent": False, "message": message},
         )
         with scope(tool_call_id=call.id):
-            mcp_events.call_events(
-                self.rec,
-                server=spec.server if spec else None,
-                tool=spec.tool if spec else call.name,
-                tool_call_id=call.id,
-                transport=None,
-                m=m,
-                tokenizer=self.backend.tokenizer,
-                extra_attrs={"sent": False, "message": message},
-            )
+            self._emit_tool(measure)
         return message
+
+
+#: backend extras that describe a call's input / output side (llama.cpp prefix reuse, Ollama server timings…)
+_INPUT_ATTRS = ("prefill_tokens", "reused_prefix_tokens")
+_OUTPUT_ATTRS = ("parse_error", "generation_ms", "load_ms", "server_total_ms", "request_id")

@@ -21,10 +21,10 @@ from promcp.events import Event, Stage, Status, TimingQuality
 from promcp.host.agent import Agent, Progress, TaskResult
 from promcp.host.config import Benchmark, TaskConfig
 from promcp.host.llm.base import LLMBackend, ToolSpec
-from promcp.host.mcp_events import Clock
 from promcp.host.sessions import ServerPool
 from promcp.host.workspace import prepare_workspace
 from promcp.recorder import Recorder, scope
+from promcp.stages import SYSTEM_CLOCK, Instant
 
 __all__ = ["RunResult", "make_pool", "prepare_workspace", "run_benchmark"]
 
@@ -47,9 +47,10 @@ class DryBackend:
 
     def __init__(self, bench: Benchmark) -> None:
         from promcp import tokenizers
+        from promcp.wire.mcp import tool_text
 
         self.tokenizer = tokenizers.get(bench.llm.tokenizer or "o200k_base")
-        self.render_tool = lambda spec: LLMBackend.render_tool(self, spec)  # type: ignore[arg-type]
+        self.render_tool = lambda spec: tool_text(spec.name, spec.description, spec.input_schema)
 
     async def aclose(self) -> None:
         return None
@@ -145,7 +146,7 @@ async def run_benchmark(
 
 
 async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: Recorder) -> TaskResult:
-    start = Clock.now()
+    start = SYSTEM_CLOCK.now()
     try:
         async with asyncio.timeout(timeout_s):
             result = await agent.run(task)
@@ -161,7 +162,7 @@ async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: 
             task.id,
             status="timeout",
             error=f"task exceeded {timeout_s:g} s",
-            wall_ms=start.ms_to(Clock.now()),
+            wall_ms=start.ms_to(SYSTEM_CLOCK.now()),
         )
     if result.status == "error" and result.rounds == 0:
         # it failed before its first LLM call (a server it needs did not start): one S1 event with the reason, so
@@ -182,7 +183,7 @@ async def _run_task(agent: Agent, task: TaskConfig, timeout_s: float, recorder: 
 def _task_failure(
     recorder: Recorder,
     task: TaskConfig,
-    start: Clock,
+    start: Instant,
     stage: Stage,
     status: Status,
     error_type: str,
@@ -191,7 +192,7 @@ def _task_failure(
     resp_preview: str | None = None,
 ) -> None:
     """A failure of the task as a whole (not of one call): one event of ``stage`` without tokens or timing."""
-    end = Clock.now()
+    end = SYSTEM_CLOCK.now()
     with scope(task_id=task.id, round=1 if stage is Stage.S1 else None):
         recorder.emit(
             Event(

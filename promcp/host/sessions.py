@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import functools
 import logging
 import os
 import shutil
@@ -38,20 +38,31 @@ from anyio.abc import Process
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, JSONRPCRequest, TextContent, Tool
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    CallToolResult,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    PaginatedRequestParams,
+    Tool,
+)
 
+from promcp import stages
 from promcp.errors import ServerError
 from promcp.events import Phase, Status, Transport
-from promcp.host import mcp_events
 from promcp.host._reaper import Reaper
 from promcp.host._stdio import StdioState, stdio_transport, stop_process
 from promcp.host.config import Command, Policy, ServerConfig
-from promcp.host.mcp_events import CallMeasure, Clock
 from promcp.recorder import Recorder, scope
+from promcp.stages import SYSTEM_CLOCK, Clock, Failure, Instant, PutText, ToolsCall
 from promcp.store.files import make_dirs, open_private
 from promcp.tokenizers import CachedTokenizer
+from promcp.wire import mcp
 
 _TRANSPORTS = {"stdio": Transport.STDIO, "streamable_http": Transport.STREAMABLE_HTTP, "sse": Transport.SSE}
+#: a server that keeps handing out cursors stops being listed after this many pages
+_MAX_PAGES = 1000
 
 
 def server_env(extra: dict[str, str] | Any, home: Path) -> dict[str, str]:
@@ -75,26 +86,59 @@ def server_env(extra: dict[str, str] | Any, home: Path) -> dict[str, str]:
     return env
 
 
-class _TimedWriteStream:
-    """Wraps the transport's write stream: notes when (and how big) each outbound request is handed over."""
+@dataclass
+class Exchange:
+    """One request as the host's transport streams saw it: the messages and the instants they crossed."""
 
-    def __init__(self, inner: Any) -> None:
+    method: str
+    jsonrpc_id: str
+    request: Any
+    sent: Instant | None = None  # handed to the transport
+    response: Any = None
+    received: Instant | None = None  # the response (or error) for this id arrived
+
+    def wire_bytes(self, transport: Transport) -> tuple[int | None, int | None]:
+        """(request, response) bytes on the wire."""
+        return mcp.message_bytes(self.request, transport), mcp.message_bytes(self.response, transport)
+
+
+class _WireLog:
+    """The requests sent on a connection since the host's current step began, and their responses (the host makes
+    one call at a time, but the SDK may send requests of its own meanwhile, e.g. a ``tools/list`` to validate a
+    result against the tool's output schema)."""
+
+    MAX = 64
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.pending: dict[str, Exchange] = {}
+        self.sent: list[Exchange] = []
+
+    def begin(self) -> None:
+        """Forget earlier exchanges: a new step starts."""
+        self.sent.clear()
+        self.pending.clear()
+
+    def note(self, exchange: Exchange) -> None:
+        if len(self.sent) < self.MAX:
+            self.sent.append(exchange)
+            self.pending[exchange.jsonrpc_id] = exchange
+
+    def take(self, method: str) -> Exchange | None:
+        """The first request of ``method`` since :meth:`begin` (then forget them all)."""
+        found = next((e for e in self.sent if e.method == method), None)
+        self.begin()
+        return found
+
+
+class _StreamWrapper:
+    """A transport stream with every attribute and the context manager forwarded to the wrapped one."""
+
+    def __init__(self, inner: Any, log: _WireLog) -> None:
         self._inner = inner
-        self.last_method: str | None = None
-        self.last_id: str | None = None
-        self.last_clock: Clock | None = None
-        self.last_bytes: int | None = None
+        self._log = log
 
-    async def send(self, item: Any) -> None:
-        message = getattr(item, "message", None)
-        if isinstance(message, JSONRPCRequest):
-            self.last_method = message.method
-            self.last_id = str(message.id)
-            self.last_bytes = len(message.model_dump_json(by_alias=True, exclude_unset=True)) + 1
-            self.last_clock = Clock.now()
-        await self._inner.send(item)
-
-    async def __aenter__(self) -> _TimedWriteStream:
+    async def __aenter__(self) -> Any:
         await self._inner.__aenter__()
         return self
 
@@ -103,6 +147,42 @@ class _TimedWriteStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class _TimedWriteStream(_StreamWrapper):
+    """Wraps the transport's write stream: notes each outbound request and when it was handed over."""
+
+    async def send(self, item: Any) -> None:
+        message = getattr(item, "message", None)
+        exchange = None
+        if isinstance(message, JSONRPCRequest):
+            exchange = Exchange(message.method, str(message.id), message)
+            self._log.note(exchange)
+        await self._inner.send(item)
+        if exchange is not None:
+            exchange.sent = self._log.clock.now()
+
+
+class _TimedReadStream(_StreamWrapper):
+    """Wraps the transport's read stream: notes when the response to each pending request arrives (before the SDK
+    parses it), and the message itself."""
+
+    def _seen(self, item: Any) -> Any:
+        message = getattr(item, "message", None)
+        if self._log.pending and isinstance(message, JSONRPCResponse | JSONRPCError):
+            exchange = self._log.pending.pop(str(message.id), None)
+            if exchange is not None:
+                exchange.received, exchange.response = self._log.clock.now(), message
+        return item
+
+    async def receive(self) -> Any:
+        return self._seen(await self._inner.receive())
+
+    def __aiter__(self) -> _TimedReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        return self._seen(await self._inner.__anext__())
 
 
 @dataclass
@@ -119,11 +199,12 @@ class ServerConnection:
 
     config: ServerConfig
     transport: Transport
+    clock: Clock = SYSTEM_CLOCK
     session: ClientSession | None = None
     tools: list[Tool] = field(default_factory=list)
     protocol_version: str | None = None
     alive: bool = False
-    writer: _TimedWriteStream | None = None
+    wire: _WireLog | None = None
     reaper: Reaper | None = None
     stdio: StdioState = field(default_factory=StdioState)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -135,67 +216,83 @@ class ServerConnection:
         return self.config.name
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], timeout_s: float
-    ) -> tuple[CallOutcome, CallMeasure]:
-        """Run one tools/call; every failure becomes an outcome (never raises except for cancellation)."""
-        assert self.session is not None and self.writer is not None
-        start = Clock.now()
-        args_text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-        self.writer.last_clock = None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        *,
+        tokenizer: CachedTokenizer,
+        tool_call_id: str | None = None,
+        put_text: PutText | None = None,
+    ) -> tuple[CallOutcome, ToolsCall]:
+        """Run one tools/call; every failure becomes an outcome (never raises except for cancellation). Returns what
+        goes back to the model and the measurement for the S3/S4 builders."""
+        assert self.session is not None and self.wire is not None
+        start = self.clock.now()
+        self.wire.begin()
         result: CallToolResult | None = None
-        status, error_type, message = Status.OK, None, ""
+        failure: Failure | None = None
         try:
             with anyio.fail_after(timeout_s):
                 result = await self.session.call_tool(tool, arguments)
         except TimeoutError:
-            status, error_type = Status.TIMEOUT, "tool_timeout"
-            message = f"tool {tool!r} on server {self.name!r} did not answer within {timeout_s:g} s"
+            failure = Failure(
+                Status.TIMEOUT,
+                "tool_timeout",
+                f"tool {tool!r} on server {self.name!r} did not answer within {timeout_s:g} s",
+            )
             self.alive = False
         except Exception as exc:  # connection closed, protocol error, JSON-RPC error
-            status, error_type, message = Status.ERROR, _classify(exc, self), _describe(exc)
-        end = Clock.now()
-        sent = self.writer.last_clock if self.writer.last_method == "tools/call" else None
-        if self.stdio.error_type is not None and result is None:
-            status, error_type, message = Status.ERROR, self.stdio.error_type, self.stdio.error or message
+            failure = _failure(exc, self)
+        end = self.clock.now()
+        exchange = self.wire.take("tools/call")
+        if (
+            self.stdio.error_type is not None and result is None
+        ):  # the transport ended the connection (too large…)
+            message = self.stdio.error or (failure.message if failure is not None else "")
+            failure = Failure(Status.ERROR, self.stdio.error_type, message)
         if result is not None:
-            text = result_text(result)
-            is_error = bool(result.is_error)
+            is_error = mcp.is_error(result)
             outcome = CallOutcome(
-                text, Status.ERROR if is_error else Status.OK, "tool_error" if is_error else None, is_error
+                mcp.result_text(result),
+                Status.ERROR if is_error else Status.OK,
+                "tool_error" if is_error else None,
+                is_error,
             )
-            result_bytes = self._result_bytes(result)
         else:
-            outcome = CallOutcome(f"Error: {message}", status, error_type, True)
-            result_bytes = None
-            text = None
-        measure = CallMeasure(
+            assert failure is not None
+            outcome = CallOutcome(f"Error: {failure.message}", failure.status, failure.error_type, True)
+        sent = exchange.sent if exchange is not None else None
+        request_bytes = response_bytes = None
+        if exchange is not None:
+            request_bytes = mcp.message_bytes(exchange.request, self.transport)
+            # stdio: the response line as the transport read it (a 50 MB result is not serialized again)
+            response_bytes = self.stdio.response_bytes.pop(exchange.jsonrpc_id, None)
+            if response_bytes is None:
+                response_bytes = mcp.message_bytes(exchange.response, self.transport)
+        synthetic = result is not None and bool((result.meta or {}).get("promcp/synthetic"))
+        measure = ToolsCall(
+            tool=tool,
             start=start,
             sent=sent,
+            received=exchange.received if exchange is not None else None,
             end=end,
-            request_bytes=self.writer.last_bytes if sent else None,
-            jsonrpc_id=self.writer.last_id if sent else None,
-            args_text=args_text,
-            result_text=text if result is not None else outcome.text,
-            result_bytes=result_bytes,
-            status=outcome.status,
-            error_type=outcome.error_type,
-            is_error=outcome.is_error,
-            synthetic=result is not None and bool((result.meta or {}).get("promcp/synthetic")),
+            tokenizer=tokenizer,
+            server=self.name,
+            transport=self.transport,
+            tool_call_id=tool_call_id,
+            jsonrpc_id=exchange.jsonrpc_id if sent is not None and exchange is not None else None,
+            protocol_version=self.protocol_version,
+            arguments=arguments,
+            request_bytes=request_bytes if sent is not None else None,
+            result=result,
+            forwarded_text=None if result is not None else outcome.text,
+            response_bytes=response_bytes,
+            failure=failure,
+            put_text=put_text,
+            attrs={"synthetic": True} if synthetic else {},
         )
         return outcome, measure
-
-    def _result_bytes(self, result: CallToolResult) -> int:
-        """Bytes of the tools/call response message as it crossed the wire (as S3 counts the request message).
-
-        stdio: the response line the transport read (nothing is re-serialized: a 50 MB result is not copied
-        again); HTTP transports: the response message re-serialized as the SDK would send it.
-        """
-        assert self.writer is not None
-        wire = self.stdio.response_bytes.pop(self.writer.last_id or "", None)
-        if wire is not None:
-            return wire
-        envelope = len('{"jsonrpc":"2.0","id":,"result":}\n') + len(self.writer.last_id or "")
-        return envelope + len(result.model_dump_json(by_alias=True, exclude_none=True))
 
     async def stop(self) -> None:
         self._stop.set()
@@ -219,30 +316,23 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _classify(exc: BaseException, conn: ServerConnection) -> str:
+def _failure(exc: BaseException, conn: ServerConnection) -> Failure:
+    """A failed tools/call: JSON-RPC errors by their code, a closed connection as a crash, else a protocol error."""
+    if isinstance(exc, MCPError):
+        status, error_type = mcp.jsonrpc_failure(exc.error.code)
+        if error_type == "server_crashed":
+            conn.alive = False
+        return Failure(status, error_type, _describe(exc), {"jsonrpc_code": exc.error.code})
     text = f"{type(exc).__name__} {exc}".lower()
     if (
         isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream)
         or "closed" in text
     ):
         conn.alive = False
-        return "server_crashed"
+        return Failure(Status.ERROR, "server_crashed", _describe(exc))
     if "parse" in text or "json" in text or "validation" in text:
-        return "protocol_error"
-    return "mcp_error"
-
-
-def result_text(result: CallToolResult) -> str:
-    """The text the host forwards to the model: text blocks joined; other blocks summarized."""
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, TextContent):
-            parts.append(block.text)
-        else:
-            parts.append(f"[{getattr(block, 'type', 'content')} content omitted]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":")))
-    return "\n".join(parts)
+        return Failure(Status.ERROR, "protocol_error", _describe(exc))
+    return Failure(Status.ERROR, "mcp_error", _describe(exc))
 
 
 class _SdkLogRoute:
@@ -285,8 +375,10 @@ class ServerPool:
         render_tool: Callable[[str, Tool], tuple[str, str]],
         tokenizer: CachedTokenizer,
         on_status: Callable[[str], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.configs = dict(servers)
+        self.clock = clock
         self.rec = recorder
         self.policy = policy
         self.log_dir = log_dir
@@ -351,7 +443,7 @@ class ServerPool:
             self.reaper = Reaper()
         if self._sdk_log is None:
             self._sdk_log = _SdkLogRoute(self._log("mcp-sdk")[0])
-        conn = ServerConnection(cfg, _TRANSPORTS[cfg.transport], reaper=self.reaper)
+        conn = ServerConnection(cfg, _TRANSPORTS[cfg.transport], clock=self.clock, reaper=self.reaper)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         errlog, log_path = self._log(cfg.name)
         # session events belong to no task (docs/accounting.md): the connection's task starts outside the task scope
@@ -370,33 +462,26 @@ class ServerPool:
             raise
         return conn
 
-    def _phase_done(self, conn: ServerConnection, phase: Phase, start: Clock, **fields: Any) -> None:
-        """An INIT start-up phase of ``conn`` that began at ``start`` has just ended."""
-        mcp_events.init_event(
-            self.rec,
-            server=conn.name,
-            transport=conn.transport,
-            phase=phase,
-            start=start,
-            end=Clock.now(),
-            **fields,
+    def _phase_done(
+        self, conn: ServerConnection, phase: Phase, start: Instant, end: Instant | None = None, **fields: Any
+    ) -> None:
+        """An INIT start-up phase of ``conn`` that began at ``start`` has ended (at ``end``, default now)."""
+        self.rec.emit(
+            stages.startup_event(
+                phase=phase,
+                server=conn.name,
+                transport=conn.transport,
+                start=start,
+                end=end or self.clock.now(),
+                **fields,
+            )
         )
 
     def _fail(
-        self, conn: ServerConnection, phase: Phase, start: Clock, error_type: str, err: str, attempt: int
+        self, conn: ServerConnection, phase: Phase, start: Instant, error_type: str, err: str, attempt: int
     ) -> ServerError:
-        status = Status.TIMEOUT if error_type.endswith("timeout") else Status.ERROR
-        mcp_events.init_event(
-            self.rec,
-            server=conn.name,
-            transport=conn.transport,
-            phase=phase,
-            start=start,
-            end=Clock.now(),
-            status=status,
-            error_type=error_type,
-            error=err,
-            attrs={"attempt": attempt + 1},
+        self._phase_done(
+            conn, phase, start, failure=Failure.of(error_type, err), attrs={"attempt": attempt + 1}
         )
         return ServerError(err, server=conn.name, error_type=error_type)
 
@@ -434,7 +519,7 @@ class ServerPool:
             return max(deadline - time.monotonic(), 0.001)
 
         # spawn
-        start = Clock.now()
+        start = self.clock.now()
         if cfg.transport == "stdio":
             cmd = self._command(cfg)
             transport = stdio_transport(
@@ -453,7 +538,7 @@ class ServerPool:
                     conn, Phase.SPAWN, start, "spawn_failed", f"cannot start {cmd.command}: {exc}", attempt
                 ) from exc
             self._phase_done(conn, Phase.SPAWN, start, attrs=attrs)
-            ready_start = Clock.now()
+            ready_start = self.clock.now()
         else:
             assert cfg.url is not None
             if cfg.start is not None:
@@ -479,7 +564,7 @@ class ServerPool:
                         attempt,
                     ) from exc
                 self._phase_done(conn, Phase.SPAWN, start, attrs=attrs)
-            ready_start = Clock.now()
+            ready_start = self.clock.now()
             try:
                 await _wait_port(cfg.url, left(), conn._process)
             except ServerError as exc:
@@ -495,12 +580,15 @@ class ServerPool:
             read, write = streams[0], streams[1]
             # HTTP servers refuse requests before initialize: ready = port open + transport open
             self._phase_done(conn, Phase.READY, ready_start, attrs=attrs)
-        conn.writer = _TimedWriteStream(write)
-        session = await stack.enter_async_context(ClientSession(read, conn.writer))
+        conn.wire = log = _WireLog(self.clock)
+        session = await stack.enter_async_context(
+            ClientSession(_TimedReadStream(read, log), _TimedWriteStream(write, log))
+        )
         conn.session = session
 
         async def step(phase: Phase, method: str, fn: Callable[[], Any], timeout: float) -> Any:
-            t0 = Clock.now()
+            t0 = self.clock.now()
+            log.begin()
             try:
                 with anyio.fail_after(timeout):
                     value = await fn()
@@ -521,45 +609,75 @@ class ServerPool:
                     else "protocol_error"
                 )
                 raise self._fail(conn, phase, t0, kind, f"{method}: {_describe(exc)}", attempt) from exc
-            return t0, value
+            return t0, value, log.take(method)
 
         if policy.ready_probe and cfg.transport == "stdio":
-            await step(Phase.READY, "ping", session.send_ping, left())
-            self._phase_done(conn, Phase.READY, ready_start, mcp_method="ping", attrs=attrs)
-        t0, init = await step(Phase.INITIALIZE, "initialize", session.initialize, left())
-        conn.protocol_version = str(init.protocol_version)
-        server_info = getattr(init, "server_info", None)
-        mcp_events.init_event(
-            self.rec,
-            server=conn.name,
-            transport=conn.transport,
-            phase=Phase.INITIALIZE,
-            start=t0,
-            end=Clock.now(),
-            mcp_method="initialize",
-            protocol_version=conn.protocol_version,
-            attrs={
-                **attrs,
-                "server_name": getattr(server_info, "name", None),
-                "server_version": getattr(server_info, "version", None),
-            },
+            _, _, ping = await step(Phase.READY, "ping", session.send_ping, left())
+            self._phase_done(  # ready = the server answered the probe (the answer's arrival)
+                conn,
+                Phase.READY,
+                ready_start,
+                ping.received if ping else None,
+                mcp_method="ping",
+                jsonrpc_id=ping.jsonrpc_id if ping else None,
+                attrs=attrs,
+            )
+        t0, init, exchange = await step(Phase.INITIALIZE, "initialize", session.initialize, left())
+        shake = mcp.handshake(init)
+        conn.protocol_version = shake.protocol_version
+        request_bytes, response_bytes = exchange.wire_bytes(conn.transport) if exchange else (None, None)
+        self.rec.emit(
+            stages.initialize_event(
+                server=conn.name,
+                transport=conn.transport,
+                start=t0,
+                end=(exchange.received if exchange else None) or self.clock.now(),
+                handshake=shake,
+                jsonrpc_id=exchange.jsonrpc_id if exchange else None,
+                request_bytes=request_bytes,
+                response_bytes=response_bytes,
+                attrs=attrs,
+            )
         )
-        t0, listed = await step(
-            Phase.TOOLS_DISCOVERY, "tools/list", session.list_tools, policy.discovery_timeout_s
-        )
-        end = Clock.now()
-        conn.tools = list(listed.tools)
-        rendered = [self.render_tool(conn.name, t) for t in conn.tools]
-        mcp_events.discovery_event(
-            self.rec,
-            server=conn.name,
-            transport=conn.transport,
-            start=t0,
-            end=end,
-            tools=rendered,
-            tokenizer=self.tokenizer,
-            protocol_version=conn.protocol_version,
-        )
+        await self._discover(conn, session, step)
+
+    async def _discover(self, conn: ServerConnection, session: ClientSession, step: Any) -> None:
+        """``tools/list``, every page: one tools_discovery event per page (tokens counted off the agent's path)."""
+        conn.tools = []
+        cursor: str | None = None
+        for _page in range(_MAX_PAGES):
+            params = PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+            t0, listed, exchange = await step(
+                Phase.TOOLS_DISCOVERY,
+                "tools/list",
+                lambda p=params: session.list_tools(params=p),
+                self.policy.discovery_timeout_s,
+            )
+            end = (exchange.received if exchange else None) or self.clock.now()
+            page = list(listed.tools)
+            conn.tools += page
+            rendered = [self.render_tool(conn.name, t) for t in page]
+            next_cursor = mcp.next_cursor(listed)
+            self.rec.emit_later(
+                functools.partial(
+                    stages.tools_discovery_event,
+                    server=conn.name,
+                    transport=conn.transport,
+                    start=t0,
+                    end=end,
+                    tools=rendered,
+                    tokenizer=self.tokenizer,
+                    put_text=self.rec.put_text,
+                    jsonrpc_id=exchange.jsonrpc_id if exchange else None,
+                    protocol_version=conn.protocol_version,
+                    response_bytes=exchange.wire_bytes(conn.transport)[1] if exchange else None,
+                    cursor=cursor,
+                    next_cursor=next_cursor,
+                )
+            )
+            if next_cursor is None or next_cursor == cursor:
+                return
+            cursor = next_cursor
 
     def _command(self, cfg: ServerConfig) -> Command:
         if cfg.mode == "replay" and cfg.command is None:

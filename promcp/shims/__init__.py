@@ -15,7 +15,7 @@ from typing import Any
 
 from promcp.content import DEFAULT_MAX_CONTENT_BYTES
 from promcp.recorder import Recorder
-from promcp.shims import _mcp, _spans
+from promcp.shims import _config, _handoff, _join, _mcp, _spans
 from promcp.shims._patch import Patches
 
 __all__ = [
@@ -104,7 +104,7 @@ def instrument(
         except BaseException:
             patches.undo()
             raise
-        _mcp.settings.tokenizer = counter
+        _config.settings.tokenizer = counter
         owns = recorder is None
         rec = recorder or Recorder(
             out,
@@ -156,7 +156,7 @@ def record_session(
             except BaseException:
                 patches.undo()
                 raise
-            _mcp.settings.tokenizer = counter
+            _config.settings.tokenizer = counter
             _state.patches, _state.recorder, _state.owns_recorder = patches, None, False
         _mcp.tag_session(target, recorder, server, kind)
 
@@ -165,7 +165,7 @@ def flush(recorder: Recorder | None = None) -> None:
     """Journal every event recorded so far (the hooks hand events over when the caller's task next yields, and
     tokens are counted on the recorder's worker thread); returns when they are on disk. Flushes the recorder of
     :func:`instrument`, or ``recorder`` (call ``flush(rec)`` before ``rec.close()`` with :func:`record_session`)."""
-    _mcp.drain()
+    _handoff.drain()
     rec = recorder or _state.recorder
     if rec is not None:
         rec.flush()
@@ -177,7 +177,7 @@ def uninstrument() -> Path | None:
     Safe to call when not instrumented."""
     from promcp.recorder import _global_recorder
 
-    _mcp.drain()
+    _handoff.drain()
     with _state.lock:
         patches, rec, owns = _state.patches, _state.recorder, _state.owns_recorder
         _state.patches, _state.recorder, _state.owns_recorder = None, None, False
@@ -187,9 +187,8 @@ def uninstrument() -> Path | None:
         tracing, _state.tracing = _state.tracing, None
         if tracing is not None:
             tracing.close()
-        from promcp.shims import _llm
-
-        _llm.reset()
+        _join.join.clear()
+        _config.reset()
         if rec is None:
             return None
         if owns:

@@ -1,35 +1,36 @@
 """Stream proxies for streamed LLM responses: the caller iterates as before; promcp sees every chunk.
 
 A proxy forwards iteration, ``close()``, the context-manager protocol and every other attribute to the SDK's stream
-object. It notes the time of the first chunk (time to first token: the measured prefill split of the call) and
+object. It notes the instant of the first chunk (time to first token: the measured prefill split of the call) and
 hands each chunk to a ``feed`` callable; when the stream ends — exhausted, closed, left through ``with``/``async
-with``, or failed — it calls ``finish(first_chunk_ns, error)`` exactly once. Feeding and finishing run under the
+with``, or failed — it calls ``finish(first_chunk, error)`` exactly once. Feeding and finishing run under the
 shims' guard: a tracing error never changes what the caller iterates.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from promcp.shims._patch import guard
+from promcp.stages import Clock, Instant
 
 Feed = Callable[[Any], None]
-Finish = Callable[[int | None, BaseException | None], None]
+Finish = Callable[[Instant | None, BaseException | None], None]
 
 
 class _Base:
-    def __init__(self, inner: Any, feed: Feed, finish: Finish) -> None:
+    def __init__(self, inner: Any, feed: Feed, finish: Finish, clock: Clock) -> None:
         self._promcp_inner = inner
         self._promcp_feed = feed
         self._promcp_finish = finish
-        self._promcp_first: int | None = None
+        self._promcp_clock = clock
+        self._promcp_first: Instant | None = None
         self._promcp_done = False
 
     def _promcp_chunk(self, chunk: Any) -> None:
         if self._promcp_first is None:
-            self._promcp_first = time.perf_counter_ns()
+            self._promcp_first = self._promcp_clock.now()
         guard(self._promcp_feed, chunk)
 
     def _promcp_end(self, error: BaseException | None = None) -> None:

@@ -25,13 +25,20 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from promcp.events import Phase, Stage
+from promcp.shims._calls import Call
 from promcp.shims._patch import Patches, guard
 
 if TYPE_CHECKING:  # pragma: no cover
-    from promcp.shims._mcp import Call
+    from promcp.wire import Output
 
 _NETWORK = {"stdio": "pipe", "streamable_http": "tcp", "sse": "tcp", "inproc": "inproc"}
-_STAGE = {"tools/call": ("S3", None), "tools/list": ("INIT", "tools_discovery")}
+#: MCP method -> (stage, phase) of its span; other tracked methods are the handshake
+_STAGE = {
+    "tools/call": (Stage.S3, Phase.TOOL_CALL),
+    "tools/list": (Stage.INIT, Phase.TOOLS_DISCOVERY),
+}
+_HANDSHAKE = (Stage.INIT, Phase.INITIALIZE)
 _MAX_DEFERRED = 100_000
 
 
@@ -115,12 +122,12 @@ def on_request(call: Call) -> Any:
         if _tracer is None:
             return None
         span = _own_span(call)  # this mcp emits no span of its own: make one, ended by on_finish
-    stage, phase = _STAGE.get(call.method, ("INIT", "initialize"))
+    stage, phase = _STAGE.get(call.method, _HANDSHAKE)
     transport = call.info.transport.value
     attrs: dict[str, Any] = {
         "network.transport": _NETWORK.get(transport, transport),
-        "promcp.stage": stage,
-        "promcp.phase": phase or "tool_call",
+        "promcp.stage": stage.value,
+        "promcp.phase": phase.value,
         "promcp.transport": transport,
         "promcp.server": call.info.name(),
     }
@@ -168,8 +175,7 @@ def on_finish(call: Call, error_type: str | None) -> None:
     span = call.span
     if span is None:
         return
-    if error_type == "tool_error" and not call.own_span:
-        pass  # the SDK span has ended by now; the tool error is added at export time (see defer in _mcp)
+    # (the SDK's own span has ended by now: a tool error is added to it at export time, see promcp.shims._mcpevents)
     if call.own_span:
         if error_type:
             from opentelemetry.trace import StatusCode
@@ -177,6 +183,67 @@ def on_finish(call: Call, error_type: str | None) -> None:
             span.set_attribute("error.type", error_type)
             span.set_status(StatusCode.ERROR)
         span.end()
+
+
+def chat_span(provider: str, model: str | None) -> Any:
+    """A ``chat {model}`` CLIENT span for one LLM call (None when no tracer is set up)."""
+    if _tracer is None:
+        return None
+    from opentelemetry.trace import SpanKind
+
+    return _tracer.start_span(
+        f"chat {model}" if model else "chat",
+        kind=SpanKind.CLIENT,
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
+            **({"gen_ai.request.model": model} if model else {}),
+        },
+    )
+
+
+def span_ids(span: Any) -> dict[str, Any]:
+    """``trace_id`` / ``span_id`` / ``parent_span_id`` columns of the events a span stands for."""
+    if span is None:
+        return {}
+    ctx = span.get_span_context()
+    if not ctx.is_valid:
+        return {}
+    parent = getattr(span, "parent", None)
+    return {
+        "trace_id": f"{ctx.trace_id:032x}",
+        "span_id": f"{ctx.span_id:016x}",
+        "parent_span_id": f"{parent.span_id:016x}" if parent is not None else None,
+    }
+
+
+def end_chat_span(span: Any, out: Output | None, error_type: str | None, message: str | None) -> None:
+    """Finish a chat span with the GenAI response and usage attributes."""
+    from opentelemetry.trace import StatusCode
+
+    attrs: dict[str, Any] = {}
+    if out is not None:
+        usage = out.usage
+        attrs.update(
+            {
+                "gen_ai.response.model": out.model,
+                "gen_ai.response.id": out.response_id,
+                "gen_ai.response.finish_reasons": [out.finish_reason] if out.finish_reason else None,
+                "gen_ai.usage.input_tokens": usage.input_tokens if usage else None,
+                "gen_ai.usage.output_tokens": usage.output_tokens if usage else None,
+                "gen_ai.usage.cache_read.input_tokens": (usage.cache_read_tokens or None) if usage else None,
+                "gen_ai.usage.cache_creation.input_tokens": (usage.cache_write_tokens or None)
+                if usage
+                else None,
+                "promcp.stage": (Stage.S2 if out.tool_calls else Stage.S6).value,
+                "gen_ai.tool.call.id": out.tool_calls[0].id if out.tool_calls else None,
+            }
+        )
+    if error_type is not None:
+        attrs["error.type"] = error_type
+        span.set_status(StatusCode.ERROR, message or error_type)
+    span.set_attributes({k: v for k, v in attrs.items() if v is not None})
+    span.end()
 
 
 def defer(span: Any, build: Callable[[], dict[str, Any]]) -> None:

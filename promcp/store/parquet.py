@@ -316,7 +316,8 @@ def finalize_pending(root: Path) -> list[Path]:
     """Finalize every journal left under dataset ``root`` that no live process is writing; return the run files.
 
     This is the explicit step (``promcp finalize DIR``): readers never finalize, they read journals in place.
-    A journal whose run file already exists (a finalize interrupted after the rename) is removed.
+    A journal whose run file already exists (a finalize interrupted after the rename) is removed; the journal parts
+    of runs several processes recorded are merged (promcp/store/parts.py).
     """
     done: list[Path] = []
     for journal in iter_journals(root):
@@ -343,7 +344,9 @@ def finalize_pending(root: Path) -> list[Path]:
             done.append(finalize(journal))
         except (JournalError, SchemaVersionError) as exc:
             warnings.warn(f"{exc}; journal left in place", PromcpWarning, stacklevel=2)
-    return done
+    from promcp.store.parts import finalize_groups  # parts builds on this module
+
+    return done + finalize_groups(root)  # runs several processes recorded, once none of them is still writing
 
 
 @dataclass
@@ -394,6 +397,23 @@ def read_in_place(journal: Path) -> RunFile:
     return RunFile(path=journal, schema_version=contents.header.schema_version, run=run, table=table)
 
 
+def _groups_in_place(root: Path) -> Iterator[RunFile]:
+    """The runs several processes recorded whose journal parts are not merged yet, each read in place."""
+    from promcp.store.parts import pending_groups, read_group_in_place  # parts builds on this module
+
+    for run_id in pending_groups(root):
+        try:
+            run = read_group_in_place(root, run_id)
+        except RunInProgressError as exc:
+            warnings.warn(f"{exc}; its events are not included yet", PromcpWarning, stacklevel=2)
+            continue
+        except TraceError as exc:
+            warnings.warn(f"{exc}; parts skipped", PromcpWarning, stacklevel=2)
+            continue
+        if run is not None:
+            yield run
+
+
 def _unfinalized(root: Path) -> Iterator[Path]:
     """Journals under ``root`` whose run has no Parquet file yet (live ones included)."""
     for journal in iter_journals(root):
@@ -414,6 +434,7 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
     if not path.exists():
         raise NotATraceError(missing_reason(path), path=path)
     runs: list[RunFile] = []
+    in_place: list[RunFile] = []
     candidates: list[Path]
     if path.is_file():
         if is_journal(path):
@@ -433,6 +454,7 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
         if finalize_journals:
             finalize_pending(path)
         else:
+            in_place.extend(_groups_in_place(path))
             for journal in _unfinalized(path):
                 try:
                     runs.append(read_in_place(journal))
@@ -440,7 +462,13 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
                     warnings.warn(f"{exc}; its events are not included yet", PromcpWarning, stacklevel=2)
                 except TraceError as exc:
                     warnings.warn(f"{exc}; journal skipped", PromcpWarning, stacklevel=2)
-        candidates = sorted(p for p in path.rglob("*.parquet") if not _hidden(p.relative_to(path)))
+        runs.extend(in_place)
+        merged_again = {f"run_id={run.run.get('run_id')}" for run in in_place}  # their Parquet file is inside
+        candidates = sorted(
+            p
+            for p in path.rglob("*.parquet")
+            if not _hidden(p.relative_to(path)) and p.parent.name not in merged_again
+        )
     for candidate in candidates:
         try:
             runs.append(inspect_file(candidate))

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 import promcp
 from promcp import analysis, tokenizers
-from promcp.shims import _footprint
+from promcp.wire import mcp as wire_mcp
 
 REPO = Path(__file__).resolve().parents[2]
 EVERYTHING = REPO / "node_modules" / ".bin" / "mcp-server-everything"
@@ -118,7 +118,7 @@ def one(df: pd.DataFrame, **where: Any) -> pd.Series:
 
 def check_discovery(df: pd.DataFrame, tools: list[Any], transport: str) -> None:
     row = one(df, phase="tools_discovery", transport=transport)
-    expected = {t.name: count(_footprint.tool_text(t.name, t.description, t.input_schema)) for t in tools}
+    expected = {t.name: count(wire_mcp.tool_text(t.name, t.description, t.input_schema)) for t in tools}
     info = row.pipe(attrs)
     assert info["n_tools"] == len(tools)
     assert {k: v["tokens"] for k, v in info["tools"].items()} == expected
@@ -244,7 +244,7 @@ async def _everything() -> tuple[list[Any], str]:
             await s.initialize()
             tools = (await s.list_tools()).tools
             result = await s.call_tool("echo", {"message": "from promcp"})
-    return list(tools), _footprint.result_text(result)
+    return list(tools), wire_mcp.result_text(result)
 
 
 def test_npm_server_everything_stdio(tmp_path: Path) -> None:

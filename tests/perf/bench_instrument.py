@@ -43,7 +43,7 @@ import promcp
 from promcp import shims, tokenizers
 from promcp.events import Event
 from promcp.recorder import Recorder
-from promcp.shims._footprint import arguments_text, result_text
+from promcp.wire.mcp import arguments_text, result_text
 
 SIZES = {"1 KB": 1024, "10 KB": 10 * 1024}
 MODES = ("bare", "instrumented", "inline count")

@@ -1,10 +1,16 @@
-"""Stub LLM HTTP servers on 127.0.0.1 that speak the OpenAI, Ollama and Anthropic wire formats.
+"""Stub LLM APIs that speak the OpenAI, Ollama and Anthropic wire formats: a loopback HTTP server, or the same
+script behind an ``httpx2.MockTransport``.
 
-A stub is a real HTTP server (``http.server`` in a thread, ephemeral port). It records every request (path, headers,
-JSON body) and answers from a script: a list of ``Reply`` (status, JSON body, headers) consumed in order, or — for
+A :class:`StubServer` is a real HTTP server (``http.server`` in a thread, ephemeral port) for end-to-end tests; a
+:class:`MockAPI` answers from the same script inside the client (``transport=MockAPI(...).transport`` on a backend:
+no thread, no socket) for unit tests of a backend's wire handling. Both record every request (path, headers, JSON
+body) and answer from a script: a list of ``Reply`` (status, JSON body, headers) consumed in order, or — for
 end-to-end runs — an ``agent`` replier that reads the request like a model would: on a request whose last message
 is not a tool result it calls the first offered tool with schema-shaped arguments, afterwards it answers in text.
-The response bodies follow the providers' documented shapes, including usage blocks and error bodies.
+The response bodies follow the providers' documented shapes, including usage blocks and error bodies. A reply
+whose body is a :class:`Drip` is streamed by the server with chunked transfer encoding, one chunk at a time with a
+pause between them (and can break off mid-stream), as a streaming LLM API does; a request body that is not JSON is
+kept as ``Request.raw`` (``body`` is then ``{}``). The server speaks HTTP/1.1 with keep-alive.
 
 With ``wire="openai" | "anthropic" | "ollama"`` the stub first checks the request the way the real API does (auth
 headers, required fields, tool name pattern, role order, every tool call answered by its id) and answers a
@@ -16,12 +22,26 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+import httpx2 as httpx
+
 Wire = Literal["openai", "anthropic", "ollama"]
+
+
+@dataclass
+class Drip:
+    """A streamed body: ``chunks`` written one by one, ``delay_s`` apart; ``cut_after`` chunks then the connection
+    is dropped without the end of the body (a stream cut mid-way)."""
+
+    chunks: list[bytes]
+    delay_s: float = 0.0
+    cut_after: int | None = None
+    sent: list[float] = field(default_factory=list)  # perf_counter() when each chunk was written
 
 
 @dataclass
@@ -36,48 +56,24 @@ class Request:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    raw: bytes = b""
 
 
 Replier = Callable[[Request], Reply]
 
 
-class StubServer:
+class _Script:
+    """The replies, the request checks and the log shared by the server and the mock transport."""
+
     def __init__(self, replies: list[Reply] | Replier, *, wire: Wire | None = None) -> None:
         self.requests: list[Request] = []
         self.violations: list[str] = []
         self._replies = replies
         self._wire = wire
-        stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length)
-                req = Request(
-                    self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}")
-                )
-                stub.requests.append(req)
-                reply = stub._check(req) or stub._next(req)
-                data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+    def answer(self, req: Request) -> Reply:
+        self.requests.append(req)
+        return self._check(req) or self._next(req)
 
     def _check(self, req: Request) -> Reply | None:
         if self._wire is None:
@@ -94,6 +90,99 @@ class StubServer:
         if not self._replies:
             return Reply(500, {"error": {"type": "stub_exhausted", "message": "no scripted reply left"}})
         return self._replies.pop(0)
+
+
+def _body(reply: Reply) -> bytes:
+    return reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+
+
+class MockAPI(_Script):
+    """The script behind an ``httpx2.MockTransport`` (pass ``.transport`` to a backend; ``url`` is its base URL).
+    ``on_request`` runs inside each request (a test advances its fake clock there)."""
+
+    url = "http://stub.test"
+
+    def __init__(
+        self,
+        replies: list[Reply] | Replier,
+        *,
+        wire: Wire | None = None,
+        on_request: Callable[[Request], None] | None = None,
+    ) -> None:
+        super().__init__(replies, wire=wire)
+        self._on_request = on_request
+        self.transport = httpx.MockTransport(self._handle)
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        req = Request(request.url.path, headers, json.loads(request.content or b"{}"))
+        if self._on_request is not None:
+            self._on_request(req)
+        reply = self.answer(req)
+        return httpx.Response(
+            reply.status, content=_body(reply), headers={"content-type": "application/json", **reply.headers}
+        )
+
+
+class StubServer(_Script):
+    def __init__(self, replies: list[Reply] | Replier, *, wire: Wire | None = None) -> None:
+        super().__init__(replies, wire=wire)
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                req = Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
+                reply = stub.answer(req)
+                try:
+                    self.send_response(reply.status)
+                    if "content-type" not in {k.lower() for k in reply.headers}:
+                        self.send_header("content-type", "application/json")
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    if isinstance(reply.body, Drip):
+                        self._drip(reply.body)
+                        return
+                    data = _body(reply)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test)
+
+            do_GET = do_POST
+
+            def _drip(self, drip: Drip) -> None:
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                self.wfile.flush()
+                for i, chunk in enumerate(drip.chunks):
+                    if drip.cut_after is not None and i >= drip.cut_after:
+                        self.close_connection = True
+                        return
+                    if i and drip.delay_s:
+                        time.sleep(drip.delay_s)
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                    drip.sent.append(time.perf_counter())
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def __enter__(self) -> StubServer:
         self._thread.start()

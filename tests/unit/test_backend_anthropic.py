@@ -9,7 +9,7 @@ from promcp.errors import ConfigError, LLMError
 from promcp.events import Origin, TokenSource
 from promcp.host.llm.base import Message, Sampling, ToolCall, get_backend
 from tests.stubs.conversation import CONVERSATION, TOOLS, calls_of, chat
-from tests.stubs.llm_http import Reply, StubServer, anthropic_agent, anthropic_error, anthropic_reply
+from tests.stubs.llm_http import MockAPI, Reply, StubServer, anthropic_agent, anthropic_error, anthropic_reply
 
 TOOL_USE = [
     {"type": "text", "text": "Checking."},
@@ -78,6 +78,7 @@ def test_wire_format_and_provider_usage() -> None:
     assert resp.usage.source is TokenSource.PROVIDER
     assert resp.finish_reason == "tool_use" and resp.model == "claude-sonnet-4-5-20250929"
     assert resp.attrs == {"request_id": "req_018EeWyXxfu5pfWkrYcMdjWG"}
+    assert resp.response_id == "msg_01XFDUDYJgAACzvnptvVoYEL"
     assert resp.timing.prompt_ms is None, "non-streaming: no prefill split"
 
 
@@ -85,9 +86,9 @@ def test_local_estimate_uses_the_labelled_claude_approximation() -> None:
     backend = get_backend("anthropic", api_key="k")
     assert backend.tokenizer.name == "approx:claude" and backend.tokenizer.source is TokenSource.APPROX
     parts = backend.input_parts(CONVERSATION, TOOLS)
-    assert [(p.origin, p.key) for p in parts] == [
-        (Origin.SYSTEM, "system"),
+    assert [(p.origin, p.key) for p in parts] == [  # the Messages API's prompt order: tools, system, messages
         (Origin.SCHEMAS, "time/get_time"),
+        (Origin.SYSTEM, "system"),
         (Origin.USER, "prompt"),
         (Origin.HISTORY, "msg:2"),
         (Origin.TOOL_RESULTS, "call_1"),
@@ -188,11 +189,9 @@ def test_permanent_errors_name_status_and_message_without_the_key() -> None:
 def test_malformed_response_names_what_is_missing(change: object, message: str) -> None:
     doc = anthropic_reply([dict(b) for b in TOOL_USE], stop="tool_use")
     change(doc)  # type: ignore[operator]
-    with (
-        StubServer([Reply(200, doc)]) as stub,
-        pytest.raises(LLMError, match=rf"malformed response: {message}") as info,
-    ):
-        chat(get_backend("anthropic", base_url=stub.url, api_key="k"))
+    api = MockAPI([Reply(200, doc)])  # the transport seam: no server, no thread
+    with pytest.raises(LLMError, match=rf"anthropic: malformed response: {message}") as info:
+        chat(get_backend("anthropic", base_url=api.url, api_key="k", transport=api.transport))
     assert info.value.error_type == "bad_response"
 
 
@@ -201,9 +200,9 @@ def test_thinking_blocks_are_skipped() -> None:
         {"type": "thinking", "thinking": "UTC…", "signature": "EqQB"},
         {"type": "text", "text": "10:00"},
     ]
-    with StubServer([Reply(200, anthropic_reply(blocks, stop="end_turn"))]) as stub:
-        resp = chat(get_backend("anthropic", base_url=stub.url, api_key="k"))
-    assert resp.content == "10:00" and resp.tool_calls == []
+    api = MockAPI([Reply(200, anthropic_reply(blocks, stop="end_turn"))], wire="anthropic")
+    resp = chat(get_backend("anthropic", base_url=api.url, api_key="k", transport=api.transport))
+    assert resp.content == "10:00" and resp.tool_calls == [] and api.violations == []
 
 
 def test_key_from_env_and_required(monkeypatch: pytest.MonkeyPatch) -> None:

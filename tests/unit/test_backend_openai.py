@@ -10,7 +10,15 @@ from promcp.errors import ConfigError, LLMError
 from promcp.events import TokenSource
 from promcp.host.llm.base import Message, Sampling, ToolCall, ToolSpec, get_backend, is_retryable
 from tests.stubs.conversation import CONVERSATION, TOOLS, calls_of, chat
-from tests.stubs.llm_http import Reply, Request, StubServer, openai_error, openai_text, openai_tool_call
+from tests.stubs.llm_http import (
+    MockAPI,
+    Reply,
+    Request,
+    StubServer,
+    openai_error,
+    openai_text,
+    openai_tool_call,
+)
 
 
 def test_request_shape_and_tool_call_parsing() -> None:
@@ -52,7 +60,7 @@ def test_request_shape_and_tool_call_parsing() -> None:
     assert resp.usage.source is TokenSource.PROVIDER
     assert resp.finish_reason == "tool_calls" and resp.model == "gpt-4o-mini-2024-07-18"
     assert resp.timing.prompt_ms is None and resp.timing.total_ms > 0
-    assert resp.attrs["request_id"] == "chatcmpl-9xYz"
+    assert resp.response_id == "chatcmpl-9xYz" and resp.attrs == {}  # no x-request-id header from this stub
     assert backend.tokenizer.name == "o200k_base" and backend.provider == "127.0.0.1"
 
 
@@ -155,29 +163,30 @@ def test_an_error_that_quotes_the_key_is_scrubbed() -> None:
     ],
 )
 def test_malformed_response_names_what_is_missing(body: dict[str, object], missing: str) -> None:
-    with (
-        StubServer([Reply(200, body)]) as stub,
-        pytest.raises(LLMError, match=rf"malformed response: no '{missing}'") as info,
-    ):
-        chat(get_backend("openai", base_url=stub.url, api_key="k"))
-    assert info.value.error_type == "bad_response" and len(stub.requests) == 1
+    api = MockAPI([Reply(200, body)])  # the transport seam: no server, no thread
+    with pytest.raises(LLMError, match=rf"malformed response: no '{missing}'") as info:
+        chat(get_backend("openai", base_url=api.url, api_key="k", transport=api.transport))
+    assert info.value.error_type == "bad_response" and len(api.requests) == 1
 
 
 def test_non_json_body() -> None:
-    with (
-        StubServer([Reply(200, b"<html>gateway</html>")]) as stub,
-        pytest.raises(LLMError, match="response is not JSON"),
-    ):
-        chat(get_backend("openai", base_url=stub.url, api_key="k"))
+    api = MockAPI([Reply(200, b"<html>gateway</html>")])
+    with pytest.raises(LLMError, match="response is not JSON"):
+        chat(get_backend("openai", base_url=api.url, api_key="k", transport=api.transport))
 
 
 def test_options_max_completion_tokens_and_tool_choice() -> None:
-    with StubServer([Reply(200, openai_text("ok"))], wire="openai") as stub:
-        backend = get_backend(
-            "openai", base_url=stub.url, api_key="k", max_tokens_field="max_completion_tokens"
-        )
-        chat(backend, sampling=Sampling(max_tokens=64, tool_choice="required", seed=None))
-    body = stub.requests[0].body
+    api = MockAPI([Reply(200, openai_text("ok"))], wire="openai")
+    backend = get_backend(
+        "openai",
+        base_url=api.url,
+        api_key="k",
+        max_tokens_field="max_completion_tokens",
+        transport=api.transport,
+    )
+    chat(backend, sampling=Sampling(max_tokens=64, tool_choice="required", seed=None))
+    assert api.violations == []
+    body = api.requests[0].body
     assert body["max_completion_tokens"] == 64 and "max_tokens" not in body and "seed" not in body
     assert body["tool_choice"] == "required"
 

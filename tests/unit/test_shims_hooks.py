@@ -14,7 +14,8 @@ from mcp.server.mcpserver import MCPServer
 
 import promcp
 from promcp import analysis
-from promcp.shims import _footprint, _mcp, _patch
+from promcp.shims import _mcp, _mcpevents, _patch
+from promcp.wire import mcp as wire_mcp
 
 
 def make_server() -> MCPServer:
@@ -69,26 +70,25 @@ def test_inproc_events_and_restore(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "target",
+    ("owner", "target"),
     [
-        "result_text",
-        "tool_text_of",
-        "arguments_text",
-        "_on_request",
-        "_on_response",
-        "_finish",
-        "_tag_dispatcher",
+        (wire_mcp, "result_text"),
+        (wire_mcp, "tool_text_of"),
+        (wire_mcp, "arguments_text"),
+        (_mcp, "_on_request"),
+        (_mcp, "_on_response"),
+        (_mcpevents, "finish"),
+        (_mcp, "_tag_dispatcher"),
     ],
 )
 def test_tracing_errors_never_change_the_call(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, target: str
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, owner: Any, target: str
 ) -> None:
     baseline = anyio.run(_calls)
 
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("forced failure inside a promcp hook")
 
-    owner = _footprint if hasattr(_footprint, target) else _mcp
     monkeypatch.setattr(owner, target, boom)
     _patch.errors.clear()
     rec = promcp.instrument(tmp_path)
@@ -112,16 +112,10 @@ def test_footprint_result_text_variants() -> None:
         "structuredContent": {"x": 1},
         "_meta": {"traceparent": "00-abc"},
     }
-    assert _footprint.result_text(typed_like) == "a\n[image content omitted]\nb"
-    assert _footprint.result_text({"content": [], "structuredContent": {"x": 1}}) == '{"x":1}'
-    assert _footprint.tool_text("t", None, {"type": "object"}) == (
+    assert wire_mcp.result_text(typed_like) == "a\n[image content omitted]\nb"
+    assert wire_mcp.result_text({"content": [], "structuredContent": {"x": 1}}) == '{"x":1}'
+    assert wire_mcp.tool_text("t", None, {"type": "object"}) == (
         '{"name":"t","description":"","parameters":{"type":"object"}}'
-    )
-    tokens, size, per_tool = _footprint.tool_list_footprint([("a", "xx"), ("b", "yyy")], len)
-    assert (tokens, size, per_tool) == (
-        5,
-        5,
-        {"a": {"tokens": 2, "bytes": 2}, "b": {"tokens": 3, "bytes": 3}},
     )
 
 
@@ -134,4 +128,4 @@ def test_footprint_matches_typed_result() -> None:
             ImageContent(type="image", data="AA==", mime_type="image/png"),
         ]
     )
-    assert _footprint.result_text(result) == _footprint.result_text(result.model_dump(by_alias=True))
+    assert wire_mcp.result_text(result) == wire_mcp.result_text(result.model_dump(by_alias=True))

@@ -1,7 +1,13 @@
 """What the network backends share: one pooled HTTP client per backend, error mapping, timing, option checks.
 
-Wire formats are written out explicitly in each backend (no vendor SDK), so the exact request a run sends is in
-this repository and the stub servers in ``tests/stubs`` can replay each provider's recorded shapes. Retries are
+Requests are written out explicitly in each backend (no vendor SDK), so the exact request a run sends is in this
+repository and the stub servers in ``tests/stubs`` can replay each provider's recorded shapes; responses are read
+by :mod:`promcp.wire` in strict mode (a missing field is an ``LLMError`` naming it), and the prompt's pieces by
+origin are those :mod:`promcp.wire` finds in the body sent — the parser the instrumentation and the proxies use.
+
+The transport is a seam: ``transport=`` (an ``httpx2`` transport, e.g. ``httpx2.MockTransport(handler)``) replaces
+the network, so a unit test of a backend's wire handling needs no server; the end-to-end tests keep real loopback
+stub servers. Retries are
 not done here: the host applies the evaluation card's policy (:func:`promcp.host.llm.base.call_with_retries`),
 :func:`promcp.host.llm.base.is_retryable` decides from ``LLMError.status_code`` / ``error_type``, and a server's
 ``Retry-After`` (seconds, HTTP date, or OpenAI's ``retry-after-ms``; capped at :data:`MAX_RETRY_AFTER_S`) travels
@@ -16,44 +22,28 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import itertools
-import json
 import os
 import re
 import ssl
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
 import httpx2 as httpx
 
-from promcp import tokenizers
-from promcp.errors import ConfigError, LLMError, LLMHTTPError
-from promcp.host.llm.base import Message, ToolCall, ToolSpec
+from promcp import tokenizers, wire
+from promcp.errors import ConfigError, LLMError, LLMHTTPError, WireFormatError
+from promcp.events import Origin, Part
+from promcp.host.llm.base import Message, Sampling, ToolCall, ToolSpec
+from promcp.stages import SYSTEM_CLOCK, Clock
 from promcp.tokenizers import CachedTokenizer
+from promcp.wire import error_message, http_error_type
 
 DEFAULT_TIMEOUT_S = 600.0
 #: longest Retry-After honoured (a server asking for more is waited on this long; the per-task timeout still applies)
 MAX_RETRY_AFTER_S = 60.0
-
-#: HTTP status → promcp error_type (status codes the host retries are in base._RETRY_STATUS)
-_STATUS_TYPES = {
-    400: "bad_request",
-    401: "auth",
-    403: "permission",
-    404: "not_found",
-    408: "timeout",
-    413: "too_large",
-    429: "rate_limit",
-    500: "server_error",
-    502: "server_error",
-    503: "server_error",
-    504: "timeout",
-    529: "overloaded",
-}
 
 
 def reject_unknown(backend: str, extra: dict[str, Any]) -> None:
@@ -120,36 +110,48 @@ def retry_after_s(headers: httpx.Headers, *, now: datetime | None = None) -> flo
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
-def _error_message(body: bytes) -> str:
-    """The provider's own error text from an error body (OpenAI, Anthropic and Ollama shapes), else the raw start."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body[:300].decode("utf-8", "replace").strip() or "(empty body)"
-    if isinstance(doc, dict):
-        err = doc.get("error")
-        if isinstance(err, dict):
-            kind = err.get("type") or err.get("code")
-            msg = err.get("message") or json.dumps(err)[:300]
-            return f"{kind}: {msg}" if kind else str(msg)
-        if isinstance(err, str):
-            return err
-    return json.dumps(doc)[:300]
+_T = TypeVar("_T")
 
 
 class HttpBackendMixin:
-    """A pooled ``httpx2.AsyncClient`` and a JSON POST that maps failures onto :class:`LLMError`."""
+    """A pooled ``httpx2.AsyncClient``, a JSON POST that maps failures onto :class:`LLMError`, and the prompt's
+    parts as :mod:`promcp.wire` splits the body the backend sends (``wire_api`` names the format)."""
 
+    wire_api: ClassVar[wire.API]
     provider: str
     model: str
     tokenizer: CachedTokenizer
     context_window: int | None
     _client: httpx.AsyncClient | None = None
+    _transport: httpx.AsyncBaseTransport | None = None
+    _clock: Clock = SYSTEM_CLOCK
     _base_url: str
     _headers: dict[str, str]
     _timeout_s: float
     _secret: str | None = None
-    _call_ids: Iterator[int]
+
+    def payload(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], sampling: Sampling
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def input_parts(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Part]:
+        """Input tokens by origin: the pieces of the request body this backend sends, counted locally, with the
+        host's keys (``<server>/<tool>`` schemas, each message's own key)."""
+        request = wire.parse_request(self.wire_api, self.payload(messages, tools, Sampling()))
+        return host_parts(request.pieces, messages, tools, self.tokenizer.count)
+
+    def render_tool(self, tool: ToolSpec) -> str:
+        """One tool as this backend sends it, as counted (its schema piece in the request body)."""
+        request = wire.parse_request(self.wire_api, self.payload([], [tool], Sampling()))
+        return next(p.text for p in request.pieces if p.origin is Origin.SCHEMAS)
+
+    def _parse(self, parse: Callable[[], _T]) -> _T:
+        """Run a strict :mod:`promcp.wire` parse; a malformed response is an ``LLMError`` naming the field."""
+        try:
+            return parse()
+        except WireFormatError as exc:
+            raise LLMError(f"{self.provider}: {exc}", error_type="bad_response") from None
 
     def _setup_http(
         self,
@@ -162,12 +164,17 @@ class HttpBackendMixin:
         default_tokenizer: str,
         context_window: int | None,
         secret: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        """The attributes every network backend sets (see the LLMBackend contract); ``secret`` is the API key."""
+        """The attributes every network backend sets (see the LLMBackend contract); ``secret`` is the API key;
+        ``transport`` replaces the network (a test's ``httpx2.MockTransport``), ``clock`` the clock that times
+        each call (a test's ``FakeClock``)."""
         self.model = model
+        self._transport = transport
+        self._clock = clock or SYSTEM_CLOCK
         self._base_url = check_base_url(base_url, getattr(self, "name", "llm"))
         self._secret = secret
-        self._call_ids = itertools.count()
         self._headers = {"content-type": "application/json", **headers}
         self._timeout_s = timeout_s or DEFAULT_TIMEOUT_S
         self.tokenizer = tokenizers.get(tokenizer or default_tokenizer)
@@ -178,11 +185,6 @@ class HttpBackendMixin:
         """``text`` with the API key (if it appears) masked."""
         return text.replace(self._secret, "***") if self._secret else text
 
-    def _fallback_call_id(self) -> str:
-        """A tool-call id for providers that send none (older Ollama): unique for this backend's whole run, so
-        S2/S3/S4 join and the ``tool_results`` part keys of different rounds never collide."""
-        return f"call_{next(self._call_ids)}"
-
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(
@@ -190,6 +192,7 @@ class HttpBackendMixin:
                 headers=self._headers,
                 timeout=httpx.Timeout(self._timeout_s),
                 verify=_tls_context(),
+                transport=self._transport,
             )
         return self._client
 
@@ -198,7 +201,7 @@ class HttpBackendMixin:
     ) -> tuple[dict[str, Any], float, dict[str, str]]:
         """POST ``payload``; return the decoded JSON object, the wall time in ms, and the response headers."""
         client = self._http()  # (re)built outside the timed call
-        t0 = time.perf_counter_ns()
+        t0 = self._clock.now()
         try:
             resp = await client.post(path, json=payload)
         except httpx.TimeoutException as exc:
@@ -209,15 +212,13 @@ class HttpBackendMixin:
             raise LLMError(
                 f"{self.provider}: cannot reach {self._base_url}: {exc}", error_type="connection"
             ) from exc
-        elapsed_ms = (time.perf_counter_ns() - t0) / 1e6
+        elapsed_ms = t0.ms_to(self._clock.now())
         if resp.status_code >= 400:
             wait = retry_after_s(resp.headers)
             hint = f" (retry-after {wait:g} s)" if wait is not None else ""
             raise LLMHTTPError(
-                self._scrub(
-                    f"{self.provider}: HTTP {resp.status_code}: {_error_message(resp.content)}{hint}"
-                ),
-                error_type=_STATUS_TYPES.get(resp.status_code, "http_error"),
+                self._scrub(f"{self.provider}: HTTP {resp.status_code}: {error_message(resp.content)}{hint}"),
+                error_type=http_error_type(resp.status_code),
                 status_code=resp.status_code,
                 retry_after_s=wait,
             )
@@ -253,61 +254,30 @@ def function_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-def function_calls(
-    message: dict[str, Any], provider: str, fallback_id: Callable[[], str], *, where: str = "message"
-) -> list[ToolCall]:
-    """The ``tool_calls`` of an OpenAI- or Ollama-shaped assistant message (``fallback_id()`` when one has no id).
-    ``where`` is the message's path in the response, for error messages."""
-    calls = []
-    for i, c in enumerate(message.get("tool_calls") or []):
-        fn = need(message, f"tool_calls.{i}.function", provider, at=where)
-        name = need(message, f"tool_calls.{i}.function.name", provider, at=where)
-        if not isinstance(name, str) or not name:
-            raise LLMError(
-                f"{provider}: malformed response: {where}.tool_calls.{i}.function.name is not a name",
-                error_type="bad_response",
-            )
-        args, raw = parse_arguments(fn.get("arguments", ""))
-        calls.append(ToolCall(id=c.get("id") or fallback_id(), name=name, arguments=args, raw_arguments=raw))
-    return calls
-
-
-def need(doc: Any, path: str, provider: str, *, at: str = "") -> Any:
-    """``doc[a][b]…`` for ``path`` "a.b…" (integers index lists), or LLMError naming what is missing (``at`` is the
-    path of ``doc`` itself in the response, for the message)."""
-    cur = doc
-    for part in path.split("."):
-        try:
-            cur = cur[int(part)] if isinstance(cur, list) else cur[part]
-        except (KeyError, IndexError, TypeError, ValueError):
-            where = f"{at}.{path}" if at else path
-            raise LLMError(
-                f"{provider}: malformed response: no {where!r}", error_type="bad_response"
-            ) from None
-    return cur
-
-
-def parse_arguments(raw: Any) -> tuple[dict[str, Any], str]:
-    """Tool-call arguments as (object, raw text). Invalid JSON or a non-object gives ``{}`` with the raw text kept:
-    the host answers such a call with an error message, as a real client does (see ``arguments_are_valid_json``)."""
-    if isinstance(raw, dict):
-        return raw, json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
-    text = raw if isinstance(raw, str) else json.dumps(raw)
-    try:
-        value = json.loads(text) if text.strip() else {}
-    except ValueError:
-        return {}, text
-    return (value, text) if isinstance(value, dict) else ({}, text)
-
-
-def arguments_are_valid_json(raw: str | None) -> bool:
-    """Whether a tool call's raw arguments text is a JSON object (``None``/empty: no text to check)."""
-    if raw is None or not raw.strip():
-        return True
-    try:
-        return isinstance(json.loads(raw), dict)
-    except ValueError:
-        return False
+def host_parts(
+    pieces: Sequence[wire.Piece],
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    count: Callable[[str], int],
+) -> list[Part]:
+    """Counted pieces of a request body, keyed the host's way: a schema by its tool's ``<server>/<tool>``, and the
+    message pieces — one per host message, in order, in every supported wire format — by their message's origin and
+    key (the wire's own keys are kept if the two ever disagree in number)."""
+    schema_keys = {wire_name(t.name): t.key for t in tools}
+    others = [p for p in pieces if p.origin is not Origin.SCHEMAS]
+    own = (
+        iter([(m.origin, m.key or f"msg:{i}") for i, m in enumerate(messages)])
+        if len(others) == len(messages)
+        else None
+    )
+    parts = []
+    for p in pieces:
+        if p.origin is Origin.SCHEMAS:
+            parts.append(Part(p.origin, schema_keys.get(p.key, p.key), count(p.text)))
+        else:
+            origin, key = next(own) if own is not None else (p.origin, p.key)
+            parts.append(Part(origin, key, count(p.text)))
+    return parts
 
 
 # -- tool names on the wire ------------------------------------------------------------------------------------

@@ -4,31 +4,32 @@ Request: top-level ``system``; ``messages`` alternate user/assistant; the model'
 and their results go back as ``tool_result`` blocks in the next user message (consecutive results merged into one
 message, as the API requires); ``tools`` as ``{name, description, input_schema}``; ``tool_choice`` ``auto`` /
 ``any`` / ``none``.
-Usage is ground truth: ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` is the call's
-input (``token_source = provider``), with cache reads/writes kept apart; local counts use the labelled Claude
-approximation (``approx:claude``) and are stored as ``attrs.tokens_in_estimate`` beside the provider numbers.
+The response is read by :mod:`promcp.wire.anthropic` (strict): usage is ground truth, ``input_tokens +
+cache_read_input_tokens + cache_creation_input_tokens`` is the call's input (``token_source = provider``), with
+cache reads/writes kept apart; local counts use the labelled Claude approximation (``approx:claude``) and are stored
+as ``attrs.tokens_in_estimate`` beside the provider numbers.
 Key: ``ANTHROPIC_API_KEY`` (or ``llm.api_key``), sent as ``x-api-key`` with ``anthropic-version``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from promcp.errors import LLMError
-from promcp.events import TokenSource
+import httpx2 as httpx
+
 from promcp.host.llm._http import (
     HttpBackendMixin,
     api_key,
     default_base_url,
-    need,
     original_names,
     reject_unknown,
     restore_names,
     wire_name,
 )
-from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolCall, ToolSpec, Usage
+from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolSpec
+from promcp.stages import Clock
+from promcp.wire import anthropic as wire_format
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -41,6 +42,7 @@ _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {
 
 class AnthropicBackend(HttpBackendMixin, LLMBackend):
     name = "anthropic"
+    wire_api = "anthropic"
 
     def __init__(
         self,
@@ -51,6 +53,8 @@ class AnthropicBackend(HttpBackendMixin, LLMBackend):
         context_window: int | None = None,
         tokenizer: str | None = None,
         timeout_s: float | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock | None = None,
         **extra: Any,
     ) -> None:
         reject_unknown("anthropic", extra)
@@ -64,12 +68,10 @@ class AnthropicBackend(HttpBackendMixin, LLMBackend):
             default_tokenizer="approx:claude",
             context_window=context_window or DEFAULT_CONTEXT,
             secret=key,
+            transport=transport,
+            clock=clock,
         )
         self.provider = "anthropic"
-
-    def render_tool(self, tool: ToolSpec) -> str:
-        """A tool as the Messages API receives it (``input_schema``), for the local estimate."""
-        return json.dumps(_tool(tool), ensure_ascii=False, separators=(",", ":"))
 
     def payload(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], sampling: Sampling
@@ -98,58 +100,18 @@ class AnthropicBackend(HttpBackendMixin, LLMBackend):
         doc, elapsed_ms, headers = await self._post_json(
             "/v1/messages", self.payload(messages, tools, sampling)
         )
-        blocks = need(doc, "content", self.provider)
-        if not isinstance(blocks, list):
-            raise LLMError(
-                "anthropic: malformed response: 'content' is not a list", error_type="bad_response"
-            )
-        texts, calls = [], []
-        for i, block in enumerate(blocks):
-            kind = need(doc, f"content.{i}.type", self.provider)
-            if kind == "text":
-                texts.append(str(block.get("text", "")))
-            elif kind == "tool_use":
-                args = need(doc, f"content.{i}.input", self.provider)
-                calls.append(
-                    ToolCall(
-                        id=need(doc, f"content.{i}.id", self.provider),
-                        name=need(doc, f"content.{i}.name", self.provider),
-                        arguments=args if isinstance(args, dict) else {},
-                        raw_arguments=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
-                    )
-                )
-            # other blocks (thinking, redacted_thinking, server tool results) carry no text or call for the host
-        usage = need(doc, "usage", self.provider)
-        cache_read = _count(usage, "cache_read_input_tokens", required=False)
-        cache_write = _count(usage, "cache_creation_input_tokens", required=False)
+        out = self._parse(lambda: wire_format.parse_response(doc, strict=True))
+        assert out.usage is not None  # strict parsing requires it
         return Response(
-            content="".join(texts) or None,
-            tool_calls=restore_names(calls, original_names(tools, messages)),
-            usage=Usage(
-                input_tokens=_count(usage, "input_tokens") + cache_read + cache_write,
-                output_tokens=_count(usage, "output_tokens"),
-                cache_read_tokens=cache_read,
-                cache_write_tokens=cache_write,
-                source=TokenSource.PROVIDER,
-            ),
+            content=out.text or None,
+            tool_calls=restore_names(out.tool_calls, original_names(tools, messages)),
+            usage=out.usage,
             timing=Timing(total_ms=elapsed_ms),
-            finish_reason=doc.get("stop_reason"),
-            model=doc.get("model"),
-            attrs={k: v for k, v in {"request_id": headers.get("request-id") or doc.get("id")}.items() if v},
+            finish_reason=out.finish_reason,
+            model=out.model,
+            response_id=out.response_id,
+            attrs={"request_id": headers["request-id"]} if headers.get("request-id") else {},
         )
-
-
-def _count(usage: Any, key: str, *, required: bool = True) -> int:
-    """A token count of the ``usage`` block (absent optional counts are 0), or LLMError naming the field."""
-    value = usage.get(key) if isinstance(usage, dict) else None
-    if value is None and not required:
-        return 0
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise LLMError(
-            f"anthropic: malformed response: usage.{key} is {'missing' if value is None else repr(value)}",
-            error_type="bad_response",
-        )
-    return value
 
 
 def _api_key(explicit: str | None) -> str:

@@ -28,22 +28,21 @@ Input tokens by origin
     not sent). After the call:
 
     * ``response.usage.source == TokenSource.PROVIDER`` (cloud / Ollama usage): ``tokens_in`` is the provider's
-      input total (``Usage.input_tokens``, which INCLUDES cache read/write tokens - backends normalise, e.g.
-      Anthropic's ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``); the parts are scaled
-      to it with :func:`scale_parts` (largest remainder) and the event carries ``attrs.origin_scale`` and
-      ``attrs.tokens_in_estimate`` (the local sum), plus ``cache_read_tokens``/``cache_write_tokens``.
+      input total (``Usage.input_tokens``, which INCLUDES cache read/write tokens: :mod:`promcp.wire` normalises
+      every provider's usage so); the parts are scaled to it (:mod:`promcp.stages.llm`, the one rule).
     * ``TokenSource.TOKENIZER`` (llama.cpp: exact counts under the model's vocabulary): the backend's
       ``input_parts`` already include the chat-template tokens of each message, so they sum to the prompt it
       evaluates; if ``usage.input_tokens`` differs anyway, the host scales the same way.
 
-    The default :meth:`LLMBackend.input_parts` counts :meth:`LLMBackend.render_message` and
-    :meth:`LLMBackend.render_tool` texts; override those two to match a wire format more closely.
+    The network backends count the pieces of the request body they send, split by :mod:`promcp.wire` (the same
+    parser the instrumentation and the proxies use). The default :meth:`LLMBackend.input_parts` counts
+    :meth:`LLMBackend.render_message` and :meth:`LLMBackend.render_tool` texts (the OpenAI-style rendering).
 
 Timing
     ``Response.timing.total_ms`` is the call's wall time (monotonic); ``prompt_ms`` the prefill / time to first
-    token when the backend knows it (llama.cpp, Ollama's ``prompt_eval_duration``), else ``None``. The host writes
-    input latency = ``prompt_ms`` and output latency = ``total_ms - prompt_ms`` (or input ``None`` with
-    timing_quality ``none`` and output = ``total_ms`` when the split is unknown).
+    token when the backend knows it (llama.cpp, Ollama's ``prompt_eval_duration``), else ``None``. The stage
+    builder splits the call there (prefill clamped to the total; input ``None`` with timing_quality ``none`` when
+    the split is unknown).
 
 Registry
     :func:`get_backend` ``(name, **opts)`` builds a backend by registry name; the modules of the network backends
@@ -57,16 +56,17 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import json
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
 from promcp.errors import ConfigError, LLMError
-from promcp.events import Origin, Part, TokenSource, scale_parts
+from promcp.events import Origin, Part, scale_parts
 from promcp.tokenizers import CachedTokenizer
+from promcp.wire import Output, ToolCall, Usage
+from promcp.wire.mcp import tool_text
+from promcp.wire.openai import calls_text
 
 __all__ = [
     "BACKENDS",
@@ -104,16 +104,6 @@ class ToolSpec:
         return f"{self.server}/{self.tool or self.name}"
 
 
-@dataclass(frozen=True)
-class ToolCall:
-    """A tool call the model asked for. ``arguments`` is the parsed JSON object (``raw_arguments`` as emitted)."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
-    raw_arguments: str | None = None
-
-
 @dataclass
 class Message:
     """One conversation message, with the origin its tokens are attributed to.
@@ -144,17 +134,6 @@ class Sampling:
 
 
 @dataclass(frozen=True)
-class Usage:
-    """Token usage of one call. ``input_tokens`` includes cached tokens (``cache_*`` are subsets of it)."""
-
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    source: TokenSource = TokenSource.TOKENIZER  # PROVIDER when the API reported it
-
-
-@dataclass(frozen=True)
 class Timing:
     total_ms: float
     prompt_ms: float | None = None  # prefill / time to first token, when known
@@ -162,13 +141,28 @@ class Timing:
 
 @dataclass
 class Response:
+    """One model response. ``usage`` is :class:`promcp.wire.Usage` (``source`` PROVIDER for an API's counts,
+    TOKENIZER for a local engine's own, NONE when nothing was reported)."""
+
     content: str | None
     tool_calls: list[ToolCall]
     usage: Usage
     timing: Timing
     finish_reason: str | None = None
     model: str | None = None  # as reported by the provider
-    attrs: dict[str, Any] = field(default_factory=dict)  # backend extras (e.g. cache hit tokens, request id)
+    attrs: dict[str, Any] = field(default_factory=dict)  # backend extras (e.g. request id, server timings)
+    response_id: str | None = None
+
+    def output(self) -> Output:
+        """The response as the stage builder reads it."""
+        return Output(
+            text=self.content or "",
+            tool_calls=list(self.tool_calls),
+            finish_reason=self.finish_reason,
+            model=self.model,
+            response_id=self.response_id,
+            usage=self.usage,
+        )
 
 
 class LLMBackend(ABC):
@@ -195,19 +189,14 @@ class LLMBackend(ABC):
         """The text of ``message`` as the model sees it, for counting (default: content, then calls as JSON)."""
         text = message.content
         if message.tool_calls:
-            calls = [{"name": c.name, "arguments": c.arguments} for c in message.tool_calls]
-            text = (text + "\n" if text else "") + json.dumps(
-                calls, ensure_ascii=False, separators=(",", ":")
-            )
+            calls = calls_text([{"name": c.name, "arguments": c.arguments} for c in message.tool_calls])
+            text = f"{text}\n{calls}" if text else calls
         return text
 
     def render_tool(self, tool: ToolSpec) -> str:
-        """The text of one tool definition as sent to the model, for counting (default: compact JSON)."""
-        return json.dumps(
-            {"name": tool.name, "description": tool.description, "parameters": tool.input_schema},
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        """The text of one tool definition as sent to the model, for counting (default: compact JSON of name,
+        description and parameters, :func:`promcp.wire.mcp.tool_text`)."""
+        return tool_text(tool.name, tool.description, tool.input_schema)
 
     def input_parts(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Part]:
         """Input tokens of a call by origin, counted locally with ``self.tokenizer`` (system, schemas, rest)."""
@@ -274,10 +263,6 @@ async def call_with_retries(
             if on_retry is not None:
                 on_retry(attempt, exc, delay)
             await sleep(delay)
-
-
-def monotonic_ms() -> float:
-    return time.perf_counter_ns() / 1e6
 
 
 # -- registry ---------------------------------------------------------------------------------------------------

@@ -14,21 +14,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import httpx2 as httpx
+
 from promcp import tokenizers
 from promcp.errors import LLMError
 from promcp.events import TokenSource
 from promcp.host.llm._http import (
     HttpBackendMixin,
     default_base_url,
-    function_calls,
     function_tools,
-    need,
     original_names,
     reject_unknown,
     restore_names,
     wire_name,
 )
-from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolSpec, Usage
+from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolSpec
+from promcp.stages import Clock
+from promcp.wire import Usage
+from promcp.wire import ollama as wire_format
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434"
 DEFAULT_MODEL = "qwen2.5:7b"
@@ -36,6 +39,7 @@ DEFAULT_MODEL = "qwen2.5:7b"
 
 class OllamaBackend(HttpBackendMixin, LLMBackend):
     name = "ollama"
+    wire_api = "ollama"
 
     def __init__(
         self,
@@ -47,6 +51,8 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
         tokenizer: str | None = None,
         timeout_s: float | None = None,
         keep_alive: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock | None = None,
         **extra: Any,
     ) -> None:
         reject_unknown("ollama", extra)
@@ -59,6 +65,8 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
             default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default="o200k_base"),
             context_window=context_window,
             secret=api_key,
+            transport=transport,
+            clock=clock,
         )
         self._keep_alive = keep_alive
         self.provider = "ollama"
@@ -93,33 +101,15 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
         doc, elapsed_ms, _ = await self._post_json("/api/chat", self.payload(messages, tools, sampling))
         if doc.get("error"):  # an error reported in a 200 body
             raise LLMError(self._scrub(f"ollama: {doc['error']}"), error_type="server_error")
-        message = need(doc, "message", self.provider)
-        calls = restore_names(
-            function_calls(message, self.provider, self._fallback_call_id), original_names(tools, messages)
-        )
-        prompt_ns = doc.get("prompt_eval_duration")
-        eval_ns = doc.get("eval_duration")
-        has_usage = doc.get("prompt_eval_count") is not None
+        out = self._parse(lambda: wire_format.parse_response(doc, strict=True))
         return Response(
-            content=message.get("content") or None,
-            tool_calls=calls,
-            usage=Usage(
-                input_tokens=doc.get("prompt_eval_count"),
-                output_tokens=doc.get("eval_count"),
-                source=TokenSource.PROVIDER if has_usage else TokenSource.NONE,
-            ),
-            timing=Timing(total_ms=elapsed_ms, prompt_ms=prompt_ns / 1e6 if prompt_ns is not None else None),
-            finish_reason=doc.get("done_reason"),
-            model=doc.get("model"),
-            attrs={
-                k: v
-                for k, v in {
-                    "generation_ms": eval_ns / 1e6 if eval_ns is not None else None,
-                    "load_ms": (doc.get("load_duration") or 0) / 1e6 or None,
-                    "server_total_ms": (doc.get("total_duration") or 0) / 1e6 or None,
-                }.items()
-                if v is not None
-            },
+            content=out.text or None,
+            tool_calls=restore_names(out.tool_calls, original_names(tools, messages)),
+            usage=out.usage or Usage(source=TokenSource.NONE),
+            timing=Timing(total_ms=elapsed_ms, prompt_ms=out.prompt_ms),
+            finish_reason=out.finish_reason,
+            model=out.model,
+            attrs=dict(out.timings),
         )
 
 

@@ -10,10 +10,11 @@ Key: ``OPENAI_API_KEY`` (or ``llm.api_key``); not required for local servers (a 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
+
+import httpx2 as httpx
 
 from promcp import tokenizers
 from promcp.events import TokenSource
@@ -21,16 +22,17 @@ from promcp.host.llm._http import (
     HttpBackendMixin,
     check_base_url,
     default_base_url,
-    function_calls,
     function_tools,
-    need,
     original_names,
     reject_unknown,
     restore_names,
     wire_name,
 )
 from promcp.host.llm._http import api_key as api_key_for
-from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolSpec, Usage
+from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolSpec
+from promcp.stages import Clock
+from promcp.wire import Usage, compact_json
+from promcp.wire import openai as wire_format
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -42,6 +44,7 @@ def _is_local(url: str) -> bool:
 
 class OpenAIBackend(HttpBackendMixin, LLMBackend):
     name = "openai"
+    wire_api = "openai"
 
     def __init__(
         self,
@@ -53,6 +56,8 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
         tokenizer: str | None = None,
         timeout_s: float | None = None,
         max_tokens_field: str = "max_tokens",
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock | None = None,
         **extra: Any,
     ) -> None:
         reject_unknown("openai", extra)
@@ -67,6 +72,8 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
             default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default="o200k_base"),
             context_window=context_window,
             secret=key,
+            transport=transport,
+            clock=clock,
         )
         self._max_tokens_field = max_tokens_field
         host = urlsplit(self._base_url).hostname or "openai"
@@ -99,29 +106,16 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
         doc, elapsed_ms, headers = await self._post_json(
             "/chat/completions", self.payload(messages, tools, sampling)
         )
-        message = need(doc, "choices.0.message", self.provider)
-        calls = restore_names(
-            function_calls(message, self.provider, self._fallback_call_id, where="choices.0.message"),
-            original_names(tools, messages),
-        )
-        usage = doc.get("usage") or {}
-        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-        has_usage = usage.get("prompt_tokens") is not None
+        out = self._parse(lambda: wire_format.parse_response(doc, strict=True))
         return Response(
-            content=message.get("content"),
-            tool_calls=calls,
-            usage=Usage(
-                input_tokens=usage.get("prompt_tokens"),
-                output_tokens=usage.get("completion_tokens"),
-                cache_read_tokens=int(cached),
-                source=TokenSource.PROVIDER if has_usage else TokenSource.NONE,
-            ),
+            content=out.text or None,
+            tool_calls=restore_names(out.tool_calls, original_names(tools, messages)),
+            usage=out.usage or Usage(source=TokenSource.NONE),
             timing=Timing(total_ms=elapsed_ms),
-            finish_reason=need(doc, "choices.0", self.provider).get("finish_reason"),
-            model=doc.get("model"),
-            attrs={
-                k: v for k, v in {"request_id": doc.get("id") or headers.get("x-request-id")}.items() if v
-            },
+            finish_reason=out.finish_reason,
+            model=out.model,
+            response_id=out.response_id,
+            attrs={"request_id": headers["x-request-id"]} if headers.get("x-request-id") else {},
         )
 
 
@@ -136,13 +130,9 @@ def _message(m: Message) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": wire_name(c.name),
-                    "arguments": c.raw_arguments or _compact(c.arguments),
+                    "arguments": c.raw_arguments or compact_json(c.arguments),
                 },
             }
             for c in m.tool_calls
         ]
     return out
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

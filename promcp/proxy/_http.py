@@ -1,0 +1,687 @@
+"""The HTTP reverse-proxy core shared by the LLM proxy and the streamable-HTTP MCP proxy.
+
+One :class:`ReverseProxy` listens on a loopback port and forwards every request to one upstream origin:
+
+* **unchanged**: method, path and query, headers (hop-by-hop ones aside: ``Connection`` and the headers it names,
+  ``Keep-Alive``, ``Proxy-*``, ``TE``, ``Trailer``, ``Transfer-Encoding``, ``Upgrade``, ``Expect``; ``Host`` names
+  the upstream) and body go up; status, headers and body bytes come back as the upstream sent them (compressed
+  bodies stay compressed). Upstream errors and status codes reach the client unchanged.
+* **streamed**: each chunk of a response body is written to the client as soon as it arrives from the upstream
+  (an SSE event is never held back waiting for the next one). A request body is read whole first (bounded by
+  ``max_request_bytes``; past it the client gets 413).
+* **failures of its own** are clear: upstream unreachable → 502, upstream silent past the timeout before answering
+  → 504, each with a JSON body ``{"type": "error", "error": {"type": "proxy_error", "message": "promcp proxy: …"}}``
+  (both the Anthropic and the OpenAI SDKs read its message). An upstream that breaks off mid-body makes the proxy
+  break off the client's response too (the client sees a truncated body, as it would have without the proxy); a
+  client that goes away mid-stream makes the proxy close the upstream response at once.
+* **loopback only** unless ``allow_remote=True`` (the CLI's explicit ``--allow-remote`` flag).
+
+Observation: ``observe(request)`` is called once per request when its body is complete, before it is forwarded,
+and returns an :class:`ExchangeObserver` (or ``None`` to only forward). Its hooks run on the proxy's event loop
+*after* the bytes they describe were handed to the client socket, so they never delay them — but they must stay
+cheap (a few microseconds: keep bytes, feed an incremental decoder) and hand anything heavier (JSON parsing of a
+whole body, token counting, journaling) to another thread. A ``response`` / ``chunk`` hook that raises is logged and gets no
+more calls; the exchange goes on. :meth:`ExchangeObserver.end` is called exactly once per observed exchange, whatever happened.
+
+Rewriting: an observer may set :attr:`ExchangeObserver.rewrite` in its ``response`` hook to change a streamed
+response body on its way to the client (the MCP proxy points a legacy SSE server's absolute ``endpoint`` URL back
+at itself). It is used only for a response without ``Content-Length``, and must be cheap and never raise.
+
+Secrets: observers only ever see :attr:`ProxyRequest.headers` / :attr:`ProxyResponse.headers` through
+:func:`safe_headers`: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie`` and every header whose
+name looks like a credential (key, token, secret, auth, password, credential, signature) are removed, so nothing
+built on this core can record them.
+
+Stack (measured, tests/perf/bench_proxy_llm.py and docs/proxy-llm.md): both sides are asyncio streams with the
+``h11`` HTTP/1.1 state machine; the upstream side is a small keep-alive pool (:mod:`promcp.proxy._upstream`; TLS
+through the certifi roots; no environment proxies or ``.netrc`` credentials: nothing is added to what the client
+sent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import h11
+
+from promcp.errors import ConfigError
+from promcp.proxy._upstream import (
+    UpstreamBroken,
+    UpstreamPool,
+    UpstreamResponse,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+)
+from promcp.stages.clock import SYSTEM_CLOCK, Clock, Instant
+
+__all__ = [
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "ExchangeObserver",
+    "Observe",
+    "Outcome",
+    "ProxyRequest",
+    "ProxyResponse",
+    "ReverseProxy",
+    "is_loopback",
+    "safe_headers",
+]
+
+log = logging.getLogger("promcp.proxy")
+
+DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+#: the longest an upstream may stay silent (before its headers or between two body chunks)
+DEFAULT_READ_TIMEOUT_S = 600.0
+_READ_SIZE = 64 * 1024
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "expect",
+    }
+)
+_HOP_BY_HOP_BYTES = frozenset(h.encode() for h in _HOP_BY_HOP)
+#: set by the proxy itself: ``host`` names the upstream, ``content-length`` is the length of the body it forwards
+_REWRITTEN = frozenset({"host", "content-length"})
+_SECRET_NAMES = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+_SECRET_LIKE = re.compile(r"key|token|secret|auth|passw|credential|signature|cookie", re.I)
+
+
+def safe_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``headers`` (lower-case names) without credentials: the only view of headers an observer gets."""
+    return [
+        (name, value)
+        for name, value in headers
+        if name not in _SECRET_NAMES and not _SECRET_LIKE.search(name)
+    ]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a listen address) is a loopback address."""
+    if host == "localhost":
+        return True
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    import ipaddress
+
+    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
+
+
+@dataclass
+class ProxyRequest:
+    """One request as received (credential headers removed), handed to ``observe``."""
+
+    method: str
+    target: str  # path and query, as received
+    headers: list[tuple[str, str]]  # lower-case names, credentials removed (safe_headers)
+    body: bytes
+    received: Instant  # the request's head arrived
+    client: str  # "host:port" of the client
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+    @property
+    def query(self) -> str:
+        return self.target.split("?", 1)[1] if "?" in self.target else ""
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or None."""
+        name = name.lower()
+        return next((v for k, v in self.headers if k == name), None)
+
+
+@dataclass
+class ProxyResponse:
+    """The response head as the upstream sent it (credential headers removed)."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    started: Instant  # the head arrived from the upstream
+    sent: Instant | None = None  # the request had been handed to the upstream in full
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        return next((v for k, v in self.headers if k == name), None)
+
+
+@dataclass
+class Outcome:
+    """How an exchange ended, handed to :meth:`ExchangeObserver.end`.
+
+    ``error`` is None when the response was forwarded whole; else one of ``upstream_unreachable`` (502 sent),
+    ``upstream_timeout`` (504 sent, or the upstream went silent mid-body), ``upstream_error`` (502 sent),
+    ``upstream_cut`` (the upstream broke off mid-body; the client's response was broken off too),
+    ``client_disconnected`` (the client went away; the upstream response was closed), ``request_too_large`` (413
+    sent, nothing forwarded), ``proxy_closed`` (the proxy stopped mid-response).
+    """
+
+    end: Instant
+    error: str | None = None
+    message: str | None = None
+    bytes_to_client: int = 0  # body bytes handed to the client (as the upstream sent them)
+    status: int | None = None  # the status the client got (the upstream's, or the proxy's own 502/504/413)
+    sent: Instant | None = None  # the request had been handed to the upstream in full (None: it never was)
+
+
+class ExchangeObserver:
+    """Hooks for one exchange (subclass and override what you need; every hook is optional)."""
+
+    #: set in :meth:`response` to change the response body before it reaches the client: called with each chunk
+    #: (returns the bytes to send now, possibly none while it holds some back) and once with ``b""`` when the
+    #: upstream's body ended (returns what it still holds). Ignored for a response with ``Content-Length``.
+    rewrite: Callable[[bytes], bytes] | None = None
+
+    def response(self, response: ProxyResponse) -> None:
+        """The upstream's response head (already forwarded)."""
+
+    def chunk(self, data: bytes, at: Instant) -> None:
+        """One body chunk as the upstream sent it, right after it was handed to the client socket."""
+
+    def end(self, outcome: Outcome) -> None:
+        """The exchange is over (exactly once)."""
+
+
+Observe = Callable[[ProxyRequest], ExchangeObserver | None]
+
+
+class _Abort(Exception):
+    """Stop serving this connection (the client is gone or the response had to be broken off)."""
+
+
+@dataclass
+class _Stats:
+    connections: int = 0
+    requests: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class ReverseProxy:
+    """A recording-ready reverse proxy from ``listen`` to the origin of ``upstream``.
+
+    ``upstream`` is an ``http(s)://host[:port][/path]`` URL; requests are forwarded to its origin with their own
+    path, so a client pointed at :attr:`url` (the local origin plus the upstream's path) reaches the same
+    endpoints it would reach on the upstream. Use :meth:`start` / :meth:`close` inside a running event loop, or
+    :meth:`start_in_thread` / :meth:`stop_thread` from synchronous code.
+    """
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        observe: Observe | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        allow_remote: bool = False,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        parts = urlsplit(upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                f"upstream {upstream!r} is not an http:// or https:// URL with a host", key="upstream"
+            )
+        if not allow_remote and not is_loopback(host):
+            raise ConfigError(
+                f"refusing to listen on {host!r}: the proxy listens on loopback only unless --allow-remote is given",
+                key="listen",
+            )
+        self.upstream = upstream.rstrip("/")
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.upstream_path = parts.path.rstrip("/")
+        self._upstream_host = parts.netloc
+        self.observe = observe
+        self.host, self.port = host, port
+        self.max_request_bytes = max_request_bytes
+        self.clock = clock
+        self.connect_timeout_s, self.read_timeout_s = connect_timeout_s, read_timeout_s
+        self._server: asyncio.base_events.Server | None = None
+        self._pool: UpstreamPool | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self.stats = _Stats()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The base URL to give a client: the local origin plus the upstream's path."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{self.upstream_path}"
+
+    async def start(self) -> None:
+        """Open the upstream client and start listening (``port`` 0 picks a free port; :attr:`port` tells it)."""
+        self._pool = UpstreamPool(
+            self.origin,
+            connect_timeout_s=self.connect_timeout_s,
+            read_timeout_s=self.read_timeout_s,
+            clock=self.clock,
+        )
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_READ_SIZE)
+        except OSError as exc:
+            await self._pool.aclose()
+            raise ConfigError(
+                f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}", key="listen"
+            ) from None
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        """Stop listening, end open connections, close the upstream client."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+        if self._pool is not None:
+            await self._pool.aclose()
+
+    async def serve_until(self, stop: asyncio.Event) -> None:
+        """Start, serve until ``stop`` is set, close."""
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.close()
+
+    def start_in_thread(self) -> ReverseProxy:
+        """Run the proxy on an event loop in a daemon thread; returns once it listens."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._stopped = asyncio.Event()
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as exc:
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_until_complete(self._stopped.wait())
+                loop.run_until_complete(self.close())
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"promcp-proxy-{self.origin}", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+        return self
+
+    def stop_thread(self, timeout_s: float = 10.0) -> None:
+        """Stop a proxy started with :meth:`start_in_thread` and wait for its thread."""
+        if self._loop is not None and self._stopped is not None and self._thread is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                self._loop.call_soon_threadsafe(self._stopped.set)
+            self._thread.join(timeout_s)
+
+    def __enter__(self) -> ReverseProxy:
+        return self.start_in_thread()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_thread()
+
+    # -- one connection -------------------------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        self.stats.connections += 1
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = writer.get_extra_info("peername")
+        client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=256 * 1024)
+        try:
+            while True:
+                head = await self._next_event(conn, reader)
+                if not isinstance(head, h11.Request):
+                    break
+                await self._exchange(conn, reader, writer, head, client)
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    break
+                conn.start_next_cycle()
+        except (_Abort, ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _next_event(self, conn: h11.Connection, reader: asyncio.StreamReader) -> Any:
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await reader.read(_READ_SIZE)
+                conn.receive_data(data)  # b"" tells h11 the peer closed
+                continue
+            return event
+
+    async def _exchange(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        head: h11.Request,
+        client: str,
+    ) -> None:
+        received = self.clock.now()
+        self.stats.requests += 1
+        raw_headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in head.headers]
+        if any(k == "expect" and v.lower() == "100-continue" for k, v in raw_headers):
+            writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+        body, too_large = await self._read_body(conn, reader)
+        request = ProxyRequest(
+            method=head.method.decode("ascii"),
+            target=head.target.decode("latin-1"),
+            headers=safe_headers(raw_headers),
+            body=body,
+            received=received,
+            client=client,
+        )
+        found = self._observer(request)
+        observer = _Guarded(found) if found is not None else None
+        outcome = Outcome(end=received)
+        try:
+            if too_large:
+                outcome.error, outcome.message = (
+                    "request_too_large",
+                    f"promcp proxy: request body over {self.max_request_bytes} bytes",
+                )
+                outcome.status = 413
+                await self._send_own(conn, writer, 413, outcome.message, close=True)
+                return
+            await self._forward(conn, reader, writer, request, raw_headers, observer, outcome)
+        finally:
+            outcome.end = self.clock.now()
+            if outcome.error:
+                self.stats.errors[outcome.error] = self.stats.errors.get(outcome.error, 0) + 1
+            if observer is not None:
+                observer.end(outcome)
+
+    def _observer(self, request: ProxyRequest) -> ExchangeObserver | None:
+        if self.observe is None:
+            return None
+        try:
+            return self.observe(request)
+        except Exception:
+            log.exception(
+                "promcp proxy: observer failed on %s %s; forwarding only", request.method, request.target
+            )
+            return None
+
+    async def _read_body(self, conn: h11.Connection, reader: asyncio.StreamReader) -> tuple[bytes, bool]:
+        chunks: list[bytes] = []
+        size = 0
+        too_large = False
+        while True:
+            event = await self._next_event(conn, reader)
+            if isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > self.max_request_bytes:
+                    too_large = True
+                    chunks.clear()
+                elif not too_large:
+                    chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                return b"".join(chunks), too_large
+            else:  # ConnectionClosed mid-body
+                raise _Abort
+
+    def _upstream_headers(self, raw: Sequence[tuple[str, str]], length: int) -> list[tuple[str, str]]:
+        named = {t.strip().lower() for k, v in raw if k == "connection" for t in v.split(",")}
+        out = [(k, v) for k, v in raw if k not in _HOP_BY_HOP and k not in _REWRITTEN and k not in named]
+        if length or any(k == "content-length" for k, _ in raw):
+            out.append(("content-length", str(length)))
+        return [("host", self._upstream_host), *out]
+
+    async def _forward(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        request: ProxyRequest,
+        raw_headers: list[tuple[str, str]],
+        observer: _Guarded | None,
+        outcome: Outcome,
+    ) -> None:
+        assert self._pool is not None
+        try:
+            upstream = await self._pool.request(
+                request.method,
+                request.target,
+                self._upstream_headers(raw_headers, len(request.body)),
+                request.body,
+            )
+        except UpstreamTimeout as exc:
+            outcome.sent = exc.sent
+            await self._fail(
+                conn,
+                writer,
+                outcome,
+                504,
+                "upstream_timeout",
+                f"upstream {self.origin} did not answer: {exc}",
+            )
+            return
+        except UpstreamUnreachable as exc:
+            await self._fail(
+                conn,
+                writer,
+                outcome,
+                502,
+                "upstream_unreachable",
+                f"cannot reach upstream {self.origin}: {exc}",
+            )
+            return
+        except UpstreamBroken as exc:
+            outcome.sent = exc.sent
+            await self._fail(
+                conn, writer, outcome, 502, "upstream_error", f"upstream {self.origin} failed: {exc}"
+            )
+            return
+        stream = asyncio.current_task()
+        assert stream is not None
+        gone: list[bool] = []
+        watcher = asyncio.ensure_future(self._watch_client(conn, reader, stream, gone))
+        outcome.sent = upstream.sent
+        try:
+            outcome.status = upstream.status
+            head = self._client_head(upstream, request.method)
+            writer.write(conn.send(head))
+            rewrite = None
+            if observer is not None:
+                headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers]
+                observer.response(
+                    ProxyResponse(upstream.status, safe_headers(headers), self.clock.now(), upstream.sent)
+                )
+                if observer.rewrite is not None and not any(k == b"content-length" for k, _ in head.headers):
+                    rewrite = observer.rewrite
+            async for data in upstream.chunks():
+                if rewrite is not None:
+                    data = rewrite(data)
+                if not data:
+                    continue
+                writer.write(conn.send(h11.Data(data=data)))
+                outcome.bytes_to_client += len(data)
+                if observer is not None:
+                    observer.chunk(data, self.clock.now())
+                await writer.drain()
+            if rewrite is not None and (rest := rewrite(b"")):
+                writer.write(conn.send(h11.Data(data=rest)))
+                outcome.bytes_to_client += len(rest)
+                if observer is not None:
+                    observer.chunk(rest, self.clock.now())
+            writer.write(conn.send(h11.EndOfMessage()))
+            await writer.drain()
+        except asyncio.CancelledError:
+            if not gone:  # the proxy is closing
+                outcome.error, outcome.message = "proxy_closed", "the proxy stopped mid-response"
+                raise
+            outcome.error, outcome.message = (
+                "client_disconnected",
+                "the client closed the connection mid-response",
+            )
+            raise _Abort from None
+        except ConnectionError:
+            outcome.error, outcome.message = (
+                "client_disconnected",
+                "the client closed the connection mid-response",
+            )
+            raise _Abort from None
+        except UpstreamTimeout as exc:
+            outcome.error, outcome.message = (
+                "upstream_timeout",
+                f"the upstream went silent mid-response: {exc}",
+            )
+            raise _Abort from None
+        except UpstreamBroken as exc:
+            outcome.error, outcome.message = "upstream_cut", f"the upstream broke off mid-response: {exc}"
+            raise _Abort from None
+        except h11.LocalProtocolError as exc:  # e.g. more body bytes than the upstream's own content-length
+            outcome.error, outcome.message = "upstream_error", f"invalid upstream response: {exc}"
+            raise _Abort from None
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(BaseException):
+                await watcher
+            if gone:  # clear the cancellation the watcher requested, if it is still pending
+                stream.uncancel()
+            await upstream.aclose()
+
+    async def _watch_client(
+        self, conn: h11.Connection, reader: asyncio.StreamReader, stream: asyncio.Task[Any], gone: list[bool]
+    ) -> None:
+        """While a response streams: a client that closes its socket cancels the stream (the upstream response is
+        closed at once). Bytes a client sends meanwhile (a pipelined request) are kept for h11."""
+        while True:
+            data = await reader.read(_READ_SIZE)
+            if not data:
+                gone.append(True)
+                stream.cancel()
+                return
+            conn.receive_data(data)
+
+    def _client_head(self, upstream: UpstreamResponse, method: str) -> h11.Response:
+        raw = upstream.headers
+        named = {t.strip().lower() for k, v in raw if k == b"connection" for t in v.split(b",")}
+        headers = [
+            (k, v) for k, v in raw if k not in _HOP_BY_HOP_BYTES and k != b"content-length" and k not in named
+        ]
+        length = next((v for k, v in raw if k == b"content-length"), None)
+        chunked = any(k == b"transfer-encoding" for k, _ in raw)
+        bodiless = method == "HEAD" or upstream.status in (204, 304)
+        if length is not None and not chunked:
+            headers.append((b"content-length", length))
+        elif not bodiless:
+            headers.append((b"transfer-encoding", b"chunked"))
+        return h11.Response(status_code=upstream.status, headers=headers, reason=upstream.reason)
+
+    async def _fail(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        outcome: Outcome,
+        status: int,
+        error: str,
+        message: str,
+    ) -> None:
+        outcome.error, outcome.message, outcome.status = error, f"promcp proxy: {message}", status
+        await self._send_own(conn, writer, status, outcome.message)
+
+    async def _send_own(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        status: int,
+        message: str,
+        *,
+        close: bool = False,
+    ) -> None:
+        """A response of the proxy's own (an error the upstream never produced)."""
+        body = json.dumps({"type": "error", "error": {"type": "proxy_error", "message": message}}).encode()
+        headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
+        if close:
+            headers.append(("connection", "close"))
+        writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+        writer.write(conn.send(h11.Data(data=body)))
+        writer.write(conn.send(h11.EndOfMessage()))
+        await writer.drain()
+
+
+class _Guarded:
+    """An observer whose failures never reach the exchange: a ``response`` or ``chunk`` hook that raises is logged
+    and the observer gets no more of them; ``end`` is still called once."""
+
+    def __init__(self, inner: ExchangeObserver) -> None:
+        self.inner = inner
+        self.broken = False
+
+    @property
+    def rewrite(self) -> Callable[[bytes], bytes] | None:
+        return None if self.broken else self.inner.rewrite
+
+    def _fail(self, hook: str) -> None:
+        self.broken = True
+        log.exception("promcp proxy: observer %s.%s failed; detached", type(self.inner).__name__, hook)
+
+    def response(self, response: ProxyResponse) -> None:
+        if not self.broken:
+            try:
+                self.inner.response(response)
+            except Exception:
+                self._fail("response")
+
+    def chunk(self, data: bytes, at: Instant) -> None:
+        if not self.broken:
+            try:
+                self.inner.chunk(data, at)
+            except Exception:
+                self._fail("chunk")
+
+    def end(self, outcome: Outcome) -> None:
+        try:
+            self.inner.end(outcome)
+        except Exception:
+            log.exception("promcp proxy: observer %s.end failed", type(self.inner).__name__)

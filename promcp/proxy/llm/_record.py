@@ -1,0 +1,375 @@
+"""From finished LLM exchanges to events: one worker thread parses, places, counts and journals, in the order the
+exchanges ended (a request that continues a conversation always ends after the call it continues).
+
+Per LLM call (docs/proxy-llm.md "What it records"): the input event (S1 for a task's first call, S5 after) with
+the request body split by origin and reconciled with the provider's usage, and the output event (S2 / S6) — both
+from :func:`promcp.stages.llm_call_events`, the builder every source uses. Per tool call the model asked for, once
+the next request carries its result: S3 / S4 derived from that request (``attrs.derived = "next_request"``,
+``attrs.client_tool`` for a tool the client runs itself, timing bounded by the gap between the two calls); when an
+MCP proxy recorded the real ``tools/call``, the run's merge joins it to the call and drops the derived pair
+(:mod:`promcp.stages.link`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from promcp import tokenizers
+from promcp.errors import TokenizerError
+from promcp.events import Event, Origin, Stage, Status, TimingQuality
+from promcp.proxy._http import ExchangeObserver, ProxyRequest
+from promcp.proxy.llm._conversations import Conversations, Placement
+from promcp.proxy.llm._exchange import COUNT_TOKENS, LLMExchange, api_of
+from promcp.recorder import Recorder
+from promcp.stages import Failure, LLMCall, ToolsCall, llm_call_events, tools_call_events
+from promcp.stages.link import mcp_tool_of, tool_calls_attr
+from promcp.tokenizers import CachedTokenizer
+from promcp.wire import (
+    ChatRequest,
+    Output,
+    arguments_digest,
+    conversation_blocks,
+    error_message,
+    http_error_type,
+    parse_request,
+    parse_response,
+)
+
+__all__ = ["SESSION_HEADERS", "Counters", "LLMRecording"]
+
+log = logging.getLogger("promcp.proxy.llm")
+
+#: request headers that name the client session (the first present wins)
+SESSION_HEADERS = ("x-claude-code-session-id",)
+_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai", "ollama": "ollama"}
+
+
+@dataclass
+class Counters:
+    """What the proxy saw, for its summary line."""
+
+    calls: int = 0
+    failed: int = 0
+    forwarded_only: int = 0
+    count_tokens: int = 0
+    unparsed: int = 0
+    by_task: dict[str, int] = field(default_factory=dict)
+
+
+class LLMRecording:
+    """Records the LLM calls a :class:`~promcp.proxy._http.ReverseProxy` forwards (pass :meth:`observe` to it).
+
+    ``tokenizer`` names the tokenizer of the local estimate (default: the model's, :func:`promcp.tokenizers.
+    for_model`); ``footprint_tokenizer`` counts derived tool-call footprints (S3 / S4), as the MCP proxy does.
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        tokenizer: str | None = None,
+        footprint_tokenizer: str = "o200k_base",
+    ) -> None:
+        self.recorder = recorder
+        self.tokenizer_name = tokenizer
+        self.footprint = tokenizers.get(footprint_tokenizer)
+        self.conversations = Conversations()
+        self.counters = Counters()
+        self.errors: list[str] = []
+        self._queue: queue.Queue[LLMExchange | None] = queue.Queue()
+        self._worker = threading.Thread(target=self._work, name="promcp-llm-recorder", daemon=True)
+        self._worker.start()
+        self._closed = False
+
+    # -- the proxy's side (event loop) ----------------------------------------------------------------------------
+
+    def observe(self, request: ProxyRequest) -> ExchangeObserver | None:
+        api = api_of(request.method, request.path)
+        if api is None:
+            self.counters.forwarded_only += 1
+            return None
+        return LLMExchange(api, request, self._queue.put)
+
+    # -- the worker's side ------------------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            exchange = self._queue.get()
+            try:
+                if exchange is None:
+                    return
+                self._record(exchange)
+            except Exception as exc:  # never lose the worker: say which exchange could not be recorded
+                where = f"{exchange.request.method} {exchange.request.path}" if exchange is not None else "?"
+                self.errors.append(f"{where}: {type(exc).__name__}: {exc}")
+                log.exception("promcp proxy llm: could not record %s", where)
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Wait until every finished exchange is journaled."""
+        self._queue.join()
+
+    def close(self) -> None:
+        """Record what is queued and stop the worker (the recorder stays open: its owner closes it)."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._worker.join()
+
+    def _tokenizer(self, model: str | None) -> CachedTokenizer:
+        name = self.tokenizer_name or tokenizers.for_model(model)
+        try:
+            return tokenizers.get(name)
+        except TokenizerError:  # e.g. a gguf: label whose file is not here
+            return tokenizers.get("o200k_base")
+
+    def _emit(self, events: Sequence[Event], placement: Placement | None) -> None:
+        for event in events:
+            if placement is not None:
+                event = event.replace(task_id=placement.task_id)
+            self.recorder.emit(event)
+
+    def _record(self, ex: LLMExchange) -> None:
+        if ex.api == COUNT_TOKENS:
+            self.counters.count_tokens += 1
+            return
+        self.counters.calls += 1
+        outcome = ex.outcome
+        assert outcome is not None
+        try:
+            body = json.loads(ex.request.body)
+            if not isinstance(body, dict):
+                raise ValueError("not a JSON object")
+            request = parse_request(ex.api, body)
+        except (ValueError, TypeError, AttributeError) as exc:
+            self._unparsed(ex, f"request body is not a {ex.api} request: {exc}")
+            return
+        session = next((v for h in SESSION_HEADERS if (v := ex.request.header(h))), None)
+        placement = self.conversations.place(
+            session,
+            conversation_blocks(ex.api, body),
+            previous_response_id=_str(body.get("previous_response_id")),
+        )
+        self.counters.by_task[placement.task_id] = self.counters.by_task.get(placement.task_id, 0) + 1
+        if placement.answered:
+            self._emit(self._tool_events(ex, request, placement), placement)
+        output, failure, attrs_out = self._output(ex)
+        if failure is not None:
+            self.counters.failed += 1
+        elif output is not None and output.tool_calls:
+            attrs_out["tool_calls"] = tool_calls_attr(output.tool_calls)
+        tokenizer = self._tokenizer(request.model)
+        call = LLMCall(
+            provider=_PROVIDERS.get(ex.api),
+            model=request.model,
+            round=placement.round,
+            start=ex.request.received,
+            end=outcome.end,
+            tokenizer=tokenizer,
+            pieces=request.pieces,
+            schema_keys=_schema_keys(request),
+            output=output,
+            prompt_ms=ex.request.received.ms_to(ex.first_byte) if ex.first_byte is not None else None,
+            failure=failure,
+            put_text=self.recorder.put_text if self.recorder.capture_content else None,
+            attrs_in=self._attrs_in(ex, request, placement, session, tokenizer),
+            attrs_out=attrs_out,
+        )
+        self._emit(llm_call_events(call), placement)
+        ok = failure is None and output is not None
+        self.conversations.answered(
+            placement,
+            ok=ok,
+            tool_calls=output.tool_calls if output is not None else (),
+            end=outcome.end,
+            response_id=output.response_id if output is not None else None,
+        )
+
+    def _attrs_in(
+        self,
+        ex: LLMExchange,
+        request: ChatRequest,
+        placement: Placement,
+        session: str | None,
+        tokenizer: CachedTokenizer,
+    ) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            "api": ex.api,
+            "path": ex.request.path,
+            "stream": request.stream,
+            "conversation": placement.conversation,
+            "request_bytes": len(ex.request.body),
+        }
+        if session:
+            attrs["client_session"] = session
+        if placement.parent_task:
+            attrs["parent_task"] = placement.parent_task
+        if placement.retry:
+            attrs["retry"] = True
+        if request.deferred_tools:
+            attrs["deferred_tools"] = len(request.deferred_tools)
+            attrs["deferred_not_loaded"] = [p.key for p in request.deferred]
+            attrs["deferred_schema_tokens"] = sum(tokenizer.count(p.text) for p in request.deferred)
+        announced = _announced_mcp_tools(request)
+        if announced:
+            attrs["deferred_mcp_tools"] = announced
+        if request.loaded:
+            attrs["loaded_tools"] = list(request.loaded)
+        if request.tool_search:
+            attrs["tool_search"] = list(request.tool_search)
+        return attrs
+
+    def _output(self, ex: LLMExchange) -> tuple[Output | None, Failure | None, dict[str, Any]]:
+        """The response as an Output, or why there is none."""
+        outcome = ex.outcome
+        assert outcome is not None
+        head = ex.response_head
+        attrs: dict[str, Any] = {"response_bytes": outcome.bytes_to_client}
+        if outcome.status is not None:
+            attrs["http_status"] = outcome.status
+        if head is not None:
+            request_id = head.header("request-id") or head.header("x-request-id")
+            if request_id:
+                attrs["request_id"] = request_id
+        if ex.first_byte is not None:
+            attrs["ttfb_ms"] = round(ex.request.received.ms_to(ex.first_byte), 3)
+        if outcome.error == "client_disconnected":
+            return None, Failure(Status.CANCELLED, "client_disconnected", outcome.message, attrs), attrs
+        if outcome.error is not None and (head is None or outcome.error != "upstream_cut"):
+            return None, Failure.of(outcome.error, outcome.message, **attrs), attrs
+        status = outcome.status or 0
+        if status >= 400:
+            retry_after = head.header("retry-after") if head is not None else None
+            if retry_after:
+                attrs["retry_after"] = retry_after
+            message = f"HTTP {status}: {error_message(bytes(ex.body))}"
+            return None, Failure.of(http_error_type(status), message, **attrs), attrs
+        if ex.decode_error is not None:
+            return None, Failure.of("unreadable_response", ex.decode_error, **attrs), attrs
+        if ex.stream is not None:
+            output = ex.stream.result()
+            attrs["stream_frames"] = ex.frames
+            if outcome.error == "upstream_cut":
+                return None, Failure.of("upstream_cut", outcome.message, **attrs), attrs
+            if output.error is not None:
+                return None, Failure.of("stream_error", output.error, **attrs), attrs
+            return output, None, attrs
+        if ex.body_dropped:
+            return None, Failure.of("unreadable_response", "response body over the size kept", **attrs), attrs
+        try:
+            doc = json.loads(bytes(ex.body))
+        except ValueError:
+            return None, Failure.of("unreadable_response", "response body is not JSON", **attrs), attrs
+        output = parse_response(ex.api, doc)
+        if output.error is not None:
+            return None, Failure.of("response_error", output.error, **attrs), attrs
+        return output, None, attrs
+
+    def _tool_events(self, ex: LLMExchange, request: ChatRequest, placement: Placement) -> list[Event]:
+        """S3 / S4 of the tool calls this request answers, derived from the results it carries."""
+        results = {p.key: p.text for p in request.pieces if p.origin is Origin.TOOL_RESULTS}
+        since = placement.answered_since or ex.request.received
+        events: list[Event] = []
+        for call in placement.answered:
+            text = results.get(call.id)
+            if text is None:  # not answered in this request (the client dropped it): nothing to derive
+                continue
+            mcp = mcp_tool_of(call.name)
+            failed = call.id in request.failed_results
+            tc = ToolsCall(
+                tool=mcp[1] if mcp else call.name,
+                server=mcp[0] if mcp else None,
+                start=since,
+                end=ex.request.received,
+                sent=since,
+                received=ex.request.received,
+                tokenizer=self.footprint,
+                tool_call_id=call.id,
+                arguments=call.arguments,
+                arguments_text=None if call.arguments or call.raw_arguments is None else call.raw_arguments,
+                forwarded_text=text,
+                failure=Failure.of("tool_error", text) if failed else None,
+                put_text=self.recorder.put_text if self.recorder.capture_content else None,
+                attrs={
+                    "derived": "next_request",
+                    "client_tool": mcp is None,
+                    "llm_tool_name": call.name,
+                    "args_digest": arguments_digest(call.join_arguments),
+                },
+            )
+            s3, *rest = tools_call_events(tc)
+            marks = {k: v for k, v in tc.attrs.items() if k != "args_digest"}  # the S3 builder keeps none
+            events.append(
+                s3.replace(
+                    latency_ms=None,
+                    timing_quality=TimingQuality.NONE,
+                    round=placement.answered_round,
+                    attrs={**(s3.attrs or {}), **marks},
+                )
+            )
+            events.extend(
+                e.replace(timing_quality=TimingQuality.BOUNDED, round=placement.answered_round) for e in rest
+            )
+        return events
+
+    def _unparsed(self, ex: LLMExchange, why: str) -> None:
+        """A request promcp cannot read: forwarded all the same, recorded without a task."""
+        self.counters.unparsed += 1
+        outcome = ex.outcome
+        assert outcome is not None
+        attrs: dict[str, Any] = {
+            "api": ex.api,
+            "path": ex.request.path,
+            "request_bytes": len(ex.request.body),
+        }
+        if outcome.status is not None:
+            attrs["http_status"] = outcome.status
+        self.recorder.emit(
+            Event(
+                stage=Stage.S1,
+                status=Status.ERROR,
+                error_type="unparsed_request",
+                t_start_ns=ex.request.received.wall_ns,
+                t_end_ns=max(outcome.end.wall_ns, ex.request.received.wall_ns),
+                latency_ms=max(ex.request.received.ms_to(outcome.end), 0.0),
+                provider=_PROVIDERS.get(ex.api),
+                resp_preview=why,
+                attrs=attrs,
+            )
+        )
+
+
+_MCP_NAME = re.compile(r"\bmcp__[A-Za-z0-9_-]+?__[A-Za-z0-9_-]+")
+
+
+def _announced_mcp_tools(request: ChatRequest) -> list[str]:
+    """MCP tools the client names in its system text without sending their definitions: Claude Code lists the
+    tools it defers behind ToolSearch by name (``mcp__<server>__<tool>``) in a system message."""
+    sent = set(request.tool_names)
+    named: dict[str, None] = {}
+    for piece in request.pieces:
+        if piece.origin is Origin.SYSTEM and "mcp__" in piece.text:
+            named.update(dict.fromkeys(m for m in _MCP_NAME.findall(piece.text) if m not in sent))
+    return list(named)
+
+
+def _schema_keys(request: ChatRequest) -> dict[str, str]:
+    """``mcp__server__tool`` → ``server/tool``: the schema part keys the MCP side's tool lists use."""
+    keys = {}
+    for name in request.tool_names:
+        mcp = mcp_tool_of(name)
+        if mcp is not None:
+            keys[name] = f"{mcp[0]}/{mcp[1]}"
+    return keys
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,79 @@
+"""Stage builders: plain measurements in, :class:`~promcp.events.Event` rows out — the one place each stage's
+token, latency, origin and timing-quality rule lives (docs/accounting.md points here rule by rule).
+
+Every live source — the ``promcp run`` host, the ``promcp.instrument()`` shims, a recording proxy, an OTLP
+receiver — measures (instants from one :class:`Clock`, texts, usage, wire sizes, ids) and hands plain values to
+these functions; the importers' builder uses the same output rules. The builders hold no recorder and no SDK
+object: they return events, and a source journals them (``Recorder.emit`` / ``emit_later``). Builders that count
+tokens are meant to run inside ``Recorder.emit_later``, off the traced call's path.
+
+=========================================  ===============================================================
+builder                                    events
+=========================================  ===============================================================
+:func:`startup_event`                      INIT ``spawn`` / ``ready`` (or a start-up phase that failed)
+:func:`initialize_event`                   INIT ``initialize`` / ``server/discover`` (``probe``: a refused discover)
+:func:`tools_discovery_event`              INIT ``tools_discovery`` (one ``tools/list`` page)
+:func:`llm_input_event`                    S1 / S5 of an :class:`LLMCall`
+:func:`llm_output_event`                   S2 / S6 of an :class:`LLMCall` (None for a failed call)
+:func:`context_overflow_event`             the S1 / S5 of a prompt that does not fit (never sent)
+:func:`tool_request_event`                 S3 of a :class:`ToolsCall`
+:func:`tool_result_event`                  S4 of a :class:`ToolsCall` (None when never sent)
+:func:`message_event`                      MCP ``protocol``: other MCP traffic (resources, prompts, ping, …)
+=========================================  ===============================================================
+
+:class:`ToolCallJoin` links a model's tool call (S2) to the ``tools/call`` that carries it out (S3/S4).
+"""
+
+from __future__ import annotations
+
+from promcp.stages._common import Failure, PutText, failure_status
+from promcp.stages.clock import SYSTEM_CLOCK, Clock, FakeClock, Instant
+from promcp.stages.init import initialize_event, startup_event, tool_footprints, tools_discovery_event
+from promcp.stages.join import ToolCallJoin
+from promcp.stages.llm import (
+    LLMCall,
+    context_overflow_event,
+    input_parts,
+    llm_call_events,
+    llm_input_event,
+    llm_output_event,
+    output_text,
+    usage_attrs,
+)
+from promcp.stages.protocol import message_event
+from promcp.stages.tools import (
+    ToolsCall,
+    forwarded_text,
+    tool_request_event,
+    tool_result_event,
+    tools_call_events,
+)
+
+__all__ = [
+    "SYSTEM_CLOCK",
+    "Clock",
+    "Failure",
+    "FakeClock",
+    "Instant",
+    "LLMCall",
+    "PutText",
+    "ToolCallJoin",
+    "ToolsCall",
+    "context_overflow_event",
+    "failure_status",
+    "forwarded_text",
+    "initialize_event",
+    "input_parts",
+    "llm_call_events",
+    "llm_input_event",
+    "llm_output_event",
+    "message_event",
+    "output_text",
+    "startup_event",
+    "tool_footprints",
+    "tool_request_event",
+    "tool_result_event",
+    "tools_call_events",
+    "tools_discovery_event",
+    "usage_attrs",
+]

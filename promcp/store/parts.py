@@ -1,0 +1,279 @@
+"""One run written by several processes: a journal *part* per process, merged into the run when the last ends.
+
+An off-the-shelf client starts one ``promcp proxy mcp`` process per MCP server (and ``promcp record`` adds an LLM
+proxy); all of them belong to one client session, so they write one run. Each process appends to its own journal
+part (single ``os.write`` per line, its own ``flock``, exactly like a run journal), so no line of one process can
+interleave with another's::
+
+    DIR/_journal/<run_id>.parts/<part>.jsonl      one per process (a run journal's format, same run id)
+
+While a part is created and while parts are merged, the process holds an exclusive ``flock`` on the ``_journal``
+folder itself (so a part is never merged between its creation and its writer's lock, and two merges never race).
+
+:func:`finalize_group` merges the parts when none is still being written (the last process to end does it, and
+``promcp finalize`` does it for parts left by killed processes): the events of every part — and those of the run's
+Parquet file when an earlier merge already wrote one — are ordered by start time (ties keep each process's own
+order), an LLM proxy's tool calls are joined to the MCP proxies' ``tools/call`` events
+(:func:`promcp.stages.link.link_tool_calls`, idempotent), the events are numbered again (``seq``), and written as
+the run's one Parquet file through :func:`write_run`; merged parts are removed only after that file is in place. A part created while a merge runs is left for the next merge.
+
+Readers never write: a run whose parts are all finished but not yet merged is read in place as one run
+(:func:`read_group_in_place`), the way a crashed run's journal is; a run still being written is skipped with a
+warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pyarrow.parquet as pq
+
+from promcp.errors import PromcpWarning, RunInProgressError, TraceError
+from promcp.events import Event
+from promcp.stages.link import link_tool_calls
+from promcp.store.journal import (
+    JOURNAL_DIR,
+    JOURNAL_SUFFIX,
+    Blob,
+    JournalContents,
+    JournalHeader,
+    _fsync_dir,
+    is_live,
+    read_journal,
+)
+from promcp.store.parquet import (
+    CONTENT_DIR,
+    META_RUN,
+    RunFile,
+    run_file,
+    run_table,
+    write_run,
+)
+
+__all__ = [
+    "PARTS_SUFFIX",
+    "finalize_group",
+    "finalize_groups",
+    "group_lock",
+    "new_part_path",
+    "parts_dir",
+    "pending_groups",
+    "read_group_in_place",
+]
+
+PARTS_SUFFIX = ".parts"
+
+
+def parts_dir(root: Path, run_id: str) -> Path:
+    """The folder holding the journal parts of run ``run_id`` under dataset ``root``."""
+    return Path(root) / JOURNAL_DIR / f"{run_id}{PARTS_SUFFIX}"
+
+
+def new_part_path(root: Path, run_id: str, name: str) -> Path:
+    """A fresh part path for one process: ``<name>-<pid>-<random>.jsonl`` (``name`` is made file-safe)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60] or "part"
+    return parts_dir(root, run_id) / f"{safe}-{os.getpid()}-{secrets.token_hex(3)}{JOURNAL_SUFFIX}"
+
+
+@contextlib.contextmanager
+def group_lock(root: Path) -> Iterator[None]:
+    """Exclusive lock on the dataset's ``_journal`` folder (waits): held while a part is created and while parts
+    are merged. Merges are rare and short, so one lock for every run of a dataset is enough."""
+    jdir = Path(root) / JOURNAL_DIR
+    jdir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(jdir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _parts(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.suffix == JOURNAL_SUFFIX and not p.name.startswith("."))
+
+
+def events_from_table(table: Any) -> list[Event]:
+    """Events back from a run's Arrow table (a Parquet file written by :func:`write_run`)."""
+    events: list[Event] = []
+    for row in table.to_pylist():
+        clean = {k: v for k, v in row.items() if v is not None}
+        if "attrs" in clean:
+            clean["attrs"] = json.loads(clean["attrs"])
+        if "parts" in clean:
+            clean["parts"] = [[p["origin"], p["key"], p["tokens"]] for p in clean["parts"]]
+        events.append(msgspec.convert(clean, Event))
+    return events
+
+
+def _existing(root: Path, topology: str, run_id: str) -> tuple[list[Event], dict[str, Any], list[Blob]]:
+    """The events, run metadata and content of an earlier merge of this run (empty when there is none)."""
+    path = run_file(root, topology, run_id)
+    if not path.exists():
+        return [], {}, []
+    table = pq.read_table(path)
+    run = json.loads((table.schema.metadata or {}).get(META_RUN, b"{}"))
+    blobs: list[Blob] = []
+    content = root / CONTENT_DIR / f"{run_id}.parquet"
+    if content.exists():
+        for row in pq.read_table(content, columns=["hash", "kind", "text"]).to_pylist():
+            blobs.append(Blob(blob=row["hash"], kind=row["kind"], text=row["text"]))
+    return events_from_table(table), run, blobs
+
+
+def _start(event: Event) -> int:
+    if event.t_start_ns is not None:
+        return event.t_start_ns
+    return event.t_end_ns if event.t_end_ns is not None else 0
+
+
+def _merge_header(contents: list[JournalContents], earlier: dict[str, Any]) -> JournalHeader:
+    headers = [c.header for c in contents]
+    sources = sorted({h.source for h in headers} | ({earlier["source"]} if earlier.get("source") else set()))
+    parts_meta: list[dict[str, Any]] = list((earlier.get("meta") or {}).get("parts", []))
+    for c in contents:
+        h = c.header
+        parts_meta.append(
+            {
+                "part": c.path.stem,
+                "source": h.source,
+                "created_ns": h.created_ns,
+                "events": len(c.events),
+                **h.meta,
+            }
+        )
+    created = [h.created_ns for h in headers] + ([earlier["created_ns"]] if earlier.get("created_ns") else [])
+    first = headers[0]
+    return JournalHeader(
+        run_id=first.run_id,
+        topology=first.topology,
+        source=sources[0] if len(sources) == 1 else "+".join(sources),
+        benchmark=next((h.benchmark for h in headers if h.benchmark), earlier.get("benchmark")),
+        created_ns=min(created),
+        promcp_version=first.promcp_version,
+        meta={"parts": parts_meta},
+        content=first.content,
+        max_content_bytes=first.max_content_bytes,
+    )
+
+
+def _read_parts(parts: list[Path]) -> list[JournalContents]:
+    contents: list[JournalContents] = []
+    for part in parts:
+        try:
+            contents.append(read_journal(part))
+        except TraceError as exc:  # an empty or foreign file: say so, keep it for a human to look at
+            warnings.warn(f"{exc}; part left in place", PromcpWarning, stacklevel=2)
+    contents.sort(key=lambda c: c.header.created_ns)
+    return contents
+
+
+def _merged(
+    root: Path, run_id: str, contents: list[JournalContents]
+) -> tuple[JournalHeader, list[Event], list[Blob], int]:
+    """The run the parts (and an earlier merge's Parquet file) make together: header, events joined and numbered
+    again, content, journal lines. Writes nothing."""
+    topology = contents[0].header.topology
+    earlier_events, earlier_run, blobs = _existing(root, topology, run_id)
+    ranked: list[tuple[int, int, int, Event]] = [(_start(e), 0, e.seq, e) for e in earlier_events]
+    for rank, c in enumerate(contents, start=1):
+        ranked.extend((_start(e), rank, e.seq, e) for e in c.events)
+        blobs.extend(c.blobs.values())
+    ranked.sort(key=lambda item: item[:3])
+    # an LLM proxy's tool calls joined to the MCP proxies' tools/call events (promcp/stages/link.py)
+    linked = link_tool_calls([e for *_, e in ranked])
+    events = [e.replace(seq=i) for i, e in enumerate(linked)]
+    unique = {b.blob: b for b in blobs}
+    lines = sum(c.lines for c in contents) + int(earlier_run.get("journal_lines") or 0)
+    return _merge_header(contents, earlier_run), events, list(unique.values()), lines
+
+
+def read_group_in_place(root: Path, run_id: str) -> RunFile | None:
+    """Run ``run_id``'s parts (not yet merged, none still written) as one :class:`RunFile` held in memory, as
+    :func:`finalize_group` would write it; nothing is written. ``None`` when no part is readable; raises
+    :class:`RunInProgressError` while a part is still being written."""
+    root = Path(root)
+    parts = _parts(parts_dir(root, run_id))
+    if any(is_live(p) for p in parts):
+        raise RunInProgressError("a process is still recording this run", path=parts_dir(root, run_id))
+    contents = _read_parts(parts)
+    if not contents:
+        return None
+    header, events, _blobs, lines = _merged(root, run_id, contents)
+    table = run_table(header, events, journal_lines=lines)
+    run = json.loads(table.schema.metadata[META_RUN])
+    return RunFile(path=parts_dir(root, run_id), schema_version=header.schema_version, run=run, table=table)
+
+
+def finalize_group(root: Path, run_id: str) -> Path | None:
+    """Merge run ``run_id``'s parts into its Parquet file; ``None`` while a part is still being written (its
+    process merges when it ends) or when there is nothing to merge and no run file."""
+    root = Path(root)
+    folder = parts_dir(root, run_id)
+    with group_lock(root):
+        parts = _parts(folder)
+        if any(is_live(p) for p in parts):
+            return None
+        contents = _read_parts(parts)
+        if not contents:
+            done = list(root.glob(f"topology=*/run_id={run_id}/events.parquet"))
+            return done[0] if done else None
+        header, events, blobs, lines = _merged(root, run_id, contents)
+        dest = write_run(root, header, events, blobs, journal_lines=lines)
+        for c in contents:
+            c.path.unlink()
+        with contextlib.suppress(OSError):  # empty now: a later part creates it again (under the same lock)
+            folder.rmdir()
+        _fsync_dir(folder.parent)
+    return dest
+
+
+def pending_groups(root: Path) -> list[str]:
+    """Run ids with journal parts waiting under dataset ``root``."""
+    jdir = Path(root) / JOURNAL_DIR
+    if not jdir.is_dir():
+        return []
+    return sorted(
+        p.name[: -len(PARTS_SUFFIX)] for p in jdir.iterdir() if p.is_dir() and p.name.endswith(PARTS_SUFFIX)
+    )
+
+
+def finalize_groups(root: Path) -> list[Path]:
+    """Merge every run whose parts are all finished (``promcp finalize``, readers); live runs are left alone."""
+    done: list[Path] = []
+    for run_id in pending_groups(root):
+        dest = finalize_group(root, run_id)
+        if dest is not None:
+            done.append(dest)
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m promcp.store.parts DIR RUN_ID``: merge one run's parts (what a proxy starts as it exits)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        sys.stderr.write("usage: python -m promcp.store.parts DATASET_DIR RUN_ID\n")
+        return 2
+    try:
+        finalize_group(Path(args[0]), args[1])
+    except Exception as exc:  # reported, not raised: the parts stay for `promcp finalize`
+        sys.stderr.write(f"promcp: could not merge run {args[1]} in {args[0]}: {exc}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,239 @@
+"""Scripted LLM upstreams for end-to-end runs of real clients (Claude Code, the openai SDK) through the proxy.
+
+A script plays a model that uses one MCP tool: on each request it reads the conversation like a model would and
+streams (SSE, one chunk per event, as the APIs do) the next step:
+
+* Anthropic (Claude Code): when the target tool is deferred and not loaded yet, a ``ToolSearch`` call selecting
+  it; then a ``tool_use`` of the target with the scripted arguments; once its result is in the conversation, a
+  final text answer quoting the start of that result;
+* OpenAI Chat Completions: a streamed tool call of the target (arguments in fragments), then the answer.
+
+Usage is counted from the request, deterministically, the way a provider reports it: input ≈ request bytes / 4,
+the part already seen by the previous call read from the cache, three quarters of the rest written to it. Every
+response has its own id; ``sent`` keeps the exact bytes of each response, ``usage`` what each reported.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.stubs.llm_http import Drip, Reply, Request
+from tests.stubs.llm_streams import SSE_HEADERS, anthropic_stream, openai_chunk, sse
+
+
+@dataclass
+class Scripted:
+    tool: str  # the tool the model calls, as the client names it (e.g. mcp__memory__create_entities)
+    arguments: dict[str, Any]
+    answer: str = "Done: "
+    delay_s: float = 0.0  # between two stream events
+    sent: list[bytes] = field(default_factory=list)
+    usage: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+    _previous_total: int = 0
+
+    def _usage(self, req: Request, out_text: str) -> dict[str, Any]:
+        total = max(len(req.raw) // 4, 1)
+        read = min(self._previous_total, total)
+        write = (total - read) * 3 // 4
+        self._previous_total = total
+        return {
+            "input_tokens": total - read - write,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": write,
+            "output_tokens": max(len(out_text) // 4, 1) + 10,
+        }
+
+    def _reply(self, data: list[bytes], n: int) -> Reply:
+        self.sent.append(b"".join(data))
+        return Reply(200, Drip(data, delay_s=self.delay_s), {**SSE_HEADERS, "request-id": f"req_{n:04d}"})
+
+    # -- Anthropic Messages ---------------------------------------------------------------------------------------
+
+    def anthropic(self, req: Request) -> Reply:
+        body = req.body
+        n = next(self._ids)
+        tools = {t.get("name"): t for t in body.get("tools") or ()}
+        results = _anthropic_results(body)
+        target_calls = [i for i, name in results.items() if name == self.tool]
+        if self.tool in results.values() and target_calls:
+            text = self.answer + str(_anthropic_result_text(body, target_calls[-1]))[:60]
+            step, call = "answer", None
+        elif (self.tool in tools and not tools[self.tool].get("defer_loading")) or _loaded(body, self.tool):
+            text, step, call = "Calling the tool.", "tool", (f"toolu_{n:04d}", self.tool, self.arguments)
+        elif "ToolSearch" in tools:
+            query = {"query": f"select:{self.tool}", "max_results": 5}
+            text, step, call = "Searching the tools.", "search", (f"toolu_{n:04d}", "ToolSearch", query)
+        else:
+            text, step, call = "No tool for this.", "answer", None
+        self.steps.append(step)
+        usage = self._usage(req, text + json.dumps(call[2] if call else ""))
+        self.usage.append(usage)
+        return self._reply(_anthropic_events(n, text, call, usage), n)
+
+    # -- OpenAI Chat Completions ----------------------------------------------------------------------------------
+
+    def openai(self, req: Request) -> Reply:
+        body = req.body
+        n = next(self._ids)
+        messages = body.get("messages") or []
+        answered = [m for m in messages if m.get("role") == "tool"]
+        chunks: list[dict[str, Any]] = [openai_chunk({"role": "assistant", "content": None})]
+        if answered:
+            text = self.answer + str(answered[-1].get("content"))[:60]
+            self.steps.append("answer")
+            for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
+                chunks.append(openai_chunk({"content": piece}))
+            chunks.append(openai_chunk({}, finish="stop"))
+        else:
+            text = json.dumps(self.arguments)
+            self.steps.append("tool")
+            head = {
+                "index": 0,
+                "id": f"call_{n:04d}",
+                "type": "function",
+                "function": {"name": self.tool, "arguments": ""},
+            }
+            chunks.append(openai_chunk({"tool_calls": [head]}))
+            for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
+                chunks.append(openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}))
+            chunks.append(openai_chunk({}, finish="tool_calls"))
+        a = self._usage(req, text)
+        usage = {
+            "prompt_tokens": a["input_tokens"]
+            + a["cache_read_input_tokens"]
+            + a["cache_creation_input_tokens"],
+            "completion_tokens": a["output_tokens"],
+            "total_tokens": 0,
+            "prompt_tokens_details": {"cached_tokens": a["cache_read_input_tokens"]},
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        self.usage.append(usage)
+        for chunk in chunks:
+            chunk["id"] = f"chatcmpl-{n:04d}"
+        chunks.append({**openai_chunk(None, usage=usage), "id": f"chatcmpl-{n:04d}"})
+        data = [sse([(None, c)]) for c in chunks] + [sse([(None, "[DONE]")])]
+        return self._reply(data, n)
+
+
+def _anthropic_results(body: dict[str, Any]) -> dict[str, str]:
+    """tool_use id → tool name, for every call of the conversation that has its result."""
+    names: dict[str, str] = {}
+    answered: set[str] = set()
+    for msg in body.get("messages") or ():
+        content = msg.get("content")
+        if isinstance(content, str):
+            continue
+        for block in content or ():
+            if block.get("type") == "tool_use":
+                names[block["id"]] = block["name"]
+            elif block.get("type") == "tool_result":
+                answered.add(block.get("tool_use_id"))
+    return {i: name for i, name in names.items() if i in answered}
+
+
+def _anthropic_result_text(body: dict[str, Any], call_id: str) -> Any:
+    for msg in body.get("messages") or ():
+        for block in msg.get("content") if isinstance(msg.get("content"), list) else ():
+            if block.get("type") == "tool_result" and block.get("tool_use_id") == call_id:
+                return block.get("content")
+    return None
+
+
+def _loaded(body: dict[str, Any], tool: str) -> bool:
+    return f'"tool_name": "{tool}"' in json.dumps(body.get("messages") or [])
+
+
+def _anthropic_events(
+    n: int, text: str, call: tuple[str, str, dict[str, Any]] | None, usage: dict[str, Any]
+) -> list[bytes]:
+    """One streamed message (tests/stubs/llm_streams.py's shapes) with this id, text, call and usage."""
+    tool = None
+    if call is not None:
+        raw = json.dumps(call[2])
+        tool = (call[0], call[1], [raw[: len(raw) // 2], raw[len(raw) // 2 :]])
+    events = anthropic_stream(
+        text=text,
+        tool=tool,
+        input_tokens=usage["input_tokens"],
+        cache_read=usage["cache_read_input_tokens"],
+        cache_write_5m=usage["cache_creation_input_tokens"],
+        cache_write_1h=0,
+        output_tokens=usage["output_tokens"],
+    )
+    events[0][1]["message"].update(id=f"msg_{n:04d}", model="claude-scripted-1")
+    return [sse([event]) for event in events]
+
+
+@dataclass
+class Delegating:
+    """A model that hands two subtasks to Claude Code's ``Agent`` tool at once (two parallel subagents, each
+    answered by this same upstream), then answers once both results are back."""
+
+    subtasks: tuple[str, ...] = ("SUBTASK A: say done", "SUBTASK B: say done")
+    steps: list[str] = field(default_factory=list)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    def anthropic(self, req: Request) -> Reply:
+        n = next(self._ids)
+        messages = req.body.get("messages") or []
+        first = messages[0]["content"] if messages else ""
+        first_text = first if isinstance(first, str) else " ".join(b.get("text", "") for b in first)
+        usage = {
+            "input_tokens": 50,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+            "output_tokens": 20,
+        }
+        sub = next((s for s in self.subtasks if s in first_text), None)
+        if sub is not None:
+            self.steps.append(f"sub:{sub[:9]}")
+            events = _anthropic_events(n, f"{sub[:9]} done.", None, usage)
+        elif len(_anthropic_results(req.body)) >= len(self.subtasks):
+            self.steps.append("answer")
+            events = _anthropic_events(n, "All subtasks are done.", None, usage)
+        else:
+            self.steps.append("delegate")
+            calls = [
+                (
+                    f"toolu_agent{i}",
+                    "Agent",
+                    {
+                        "description": f"subtask {i}",
+                        "prompt": s,
+                        "subagent_type": "general-purpose",
+                        "run_in_background": False,
+                    },
+                )
+                for i, s in enumerate(self.subtasks)
+            ]
+            events = _anthropic_events(n, "Delegating.", calls[0], usage)
+            stop = events[-2:]
+            for index, (call_id, name, args) in enumerate(calls[1:], start=2):
+                start = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+                events[-2:] = [
+                    sse(
+                        [
+                            (
+                                "content_block_start",
+                                {"type": "content_block_start", "index": index, "content_block": start},
+                            )
+                        ]
+                    ),
+                    sse(
+                        [
+                            (
+                                "content_block_delta",
+                                {"type": "content_block_delta", "index": index, "delta": delta},
+                            )
+                        ]
+                    ),
+                    sse([("content_block_stop", {"type": "content_block_stop", "index": index})]),
+                    *stop,
+                ]
+        return Reply(200, Drip(events), {**SSE_HEADERS, "request-id": f"req_{n:04d}"})

@@ -1,0 +1,91 @@
+"""The package graph keeps the data flow one-directional (read from the source, so a lazy import inside a function
+counts too): the stage builders and wire formats depend on nothing that measures or analyses; the two live sources
+do not import each other; the instrumentation's modules import each other without a cycle."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FOLDERS = {
+    "promcp": REPO / "promcp",
+    "promcp.collectors": REPO / "collectors",
+    "promcp.analysis": REPO / "analysis",
+}
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for package, folder in FOLDERS.items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            name = ".".join((package, *parts)).removesuffix(".__init__")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("promcp"):
+                    graph[name].add(node.module)
+                    graph[name].update(f"{node.module}.{a.name}" for a in node.names)
+                elif isinstance(node, ast.Import):
+                    graph[name].update(a.name for a in node.names if a.name.startswith("promcp"))
+    return graph
+
+
+def _under(module: str, *packages: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_stages_and_wire_import_no_source_and_no_analysis() -> None:
+    graph = _graph()
+    forbidden = (
+        "promcp.host",
+        "promcp.shims",
+        "promcp.collectors",
+        "promcp.analysis",
+        "promcp.cli",
+        "promcp.store",
+    )
+    back = sorted(
+        (src, dst)
+        for src, dsts in graph.items()
+        if _under(src, "promcp.stages", "promcp.wire")
+        for dst in dsts
+        if _under(dst, *forbidden) or dst == "promcp.recorder"
+    )
+    assert back == []
+    assert any(_under(d, "promcp.wire") for d in graph["promcp.stages.llm"])  # the graph is really read
+
+
+def test_live_sources_do_not_import_each_other() -> None:
+    graph = _graph()
+    crossing = sorted(
+        (src, dst)
+        for src, dsts in graph.items()
+        for dst in dsts
+        if (_under(src, "promcp.host") and _under(dst, "promcp.shims"))
+        or (_under(src, "promcp.shims") and _under(dst, "promcp.host"))
+        or (_under(src, "promcp.collectors") and _under(dst, "promcp.host", "promcp.shims"))
+    )
+    assert crossing == []
+
+
+def test_no_import_cycle_in_the_instrumentation() -> None:
+    graph = _graph()
+    modules = {m for m in graph if m.startswith("promcp.shims.")}
+    edges = {m: {d for d in graph[m] if d in modules} for m in modules}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in edges[m]:
+            assert state.get(d) != 1, f"import cycle: {' -> '.join([*path, d])}"
+            if d not in state:
+                visit(d, [*path, d])
+        state[m] = 2
+
+    for m in sorted(modules):
+        if m not in state:
+            visit(m, [m])
+    assert (
+        "promcp.shims._join" in edges["promcp.shims._mcpevents"]
+    )  # the hooks share the join through its module

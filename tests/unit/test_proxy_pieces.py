@@ -1,0 +1,273 @@
+"""Pieces of the MCP proxy alone: frame cutting, the observer's pairing and events (fake clock, exact latencies),
+client config wrapping, and runs merged from several journal parts."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from promcp.errors import ConfigError
+from promcp.events import Event, Phase, Stage, Transport
+from promcp.proxy._group import resolve_target
+from promcp.proxy.mcp.clients import load_config, strip_jsonc, wrap_config
+from promcp.proxy.mcp.frames import LineFrames
+from promcp.proxy.mcp.observer import CLIENT, SERVER, Deferred, McpObserver, Seen
+from promcp.recorder import Recorder
+from promcp.stages import FakeClock
+from promcp.store.parts import finalize_group, parts_dir
+
+
+def test_frames_split_across_chunks_and_bounded() -> None:
+    f = LineFrames(max_frame=16)
+    assert f.feed(b'{"a":', 1, 2) == []
+    (one, two) = f.feed(b'1}\n{"b":2}\n{"c"', 3, 4)
+    assert (one.data, one.size, one.first_ns, one.last_ns, one.forwarded_ns) == (b'{"a":1}\n', 8, 1, 3, 4)
+    assert two.data == b'{"b":2}\n' and two.first_ns == 3
+    (big,) = f.feed(b":" + b"x" * 40 + b"}\n", 5, 6)
+    assert big.data is None and big.size == 47 and big.edges.startswith(b'{"c"')
+
+
+def _observer(tmp_path: Path, **kw: object) -> tuple[McpObserver, Recorder, FakeClock]:
+    rec = Recorder(tmp_path, topology="c-ots", source="proxy:mcp", run_id="r", fsync="never")
+    clock = FakeClock()
+    return McpObserver(rec, server="s", transport=Transport.STDIO, clock=clock, **kw), rec, clock  # type: ignore[arg-type]
+
+
+def _seen(clock: FakeClock, size: int = 10, ms: float = 0.0) -> Seen:
+    first = clock.now()
+    clock.advance(ms)
+    last = clock.now()
+    return Seen(size, first, last, last)
+
+
+def _events(tmp_path: Path, rec: Recorder) -> pd.DataFrame:
+    rec.close()
+    return pd.read_parquet(tmp_path / "topology=c-ots" / "run_id=r" / "events.parquet")
+
+
+def test_observer_pairs_requests_and_times_them_exactly(tmp_path: Path) -> None:
+    obs, rec, clock = _observer(tmp_path)
+    obs.message(
+        CLIENT,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "x", "clientInfo": {"name": "c", "version": "1"}},
+        },
+        _seen(clock, 50),
+    )
+    clock.advance(12.5)
+    obs.message(
+        SERVER,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {
+                "protocolVersion": "2025-11-25",
+                "serverInfo": {"name": "srv", "version": "2"},
+                "capabilities": {"tools": {}},
+            },
+        },
+        _seen(clock, 90),
+    )
+    obs.message(CLIENT, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, _seen(clock))
+    clock.advance(3)
+    obs.message(
+        SERVER,
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "result": {
+                "tools": [{"name": "t", "description": "d", "inputSchema": {"type": "object"}}],
+                "nextCursor": "p2",
+            },
+        },
+        _seen(clock, 200),
+    )
+    obs.message(SERVER, {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, _seen(clock))
+    obs.message(
+        CLIENT, {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": "p2"}}, _seen(clock)
+    )
+    obs.message(SERVER, {"jsonrpc": "2.0", "id": 3, "result": {"tools": []}}, _seen(clock))
+    # the answer overtakes its request (the other relay thread was slower): still paired
+    clock.advance(1)
+    answer = _seen(clock, 70)
+    request = Seen(40, answer.first.plus_ms(-4), answer.first.plus_ms(-4), answer.first.plus_ms(-3.5))
+    obs.message(
+        SERVER,
+        {
+            "jsonrpc": "2.0",
+            "id": "c1",
+            "result": {"content": [{"type": "text", "text": "hi"}], "isError": True},
+        },
+        answer,
+    )
+    obs.message(
+        CLIENT,
+        {
+            "jsonrpc": "2.0",
+            "id": "c1",
+            "method": "tools/call",
+            "params": {"name": "t", "arguments": {"a": 1}},
+        },
+        request,
+    )
+    obs.message(
+        CLIENT, {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "t"}}, _seen(clock)
+    )
+    clock.advance(7)
+    obs.ended(
+        clock.now(), __import__("promcp.stages", fromlist=["Failure"]).Failure.of("server_crashed", "gone")
+    )
+    ev = _events(tmp_path, rec)
+    init = ev[ev["phase"] == "initialize"].iloc[0]
+    assert (
+        init["latency_ms"] == 12.5
+        and init["footprint_bytes"] == 90
+        and init["protocol_version"] == "2025-11-25"
+    )
+    assert json.loads(init["attrs"])["client_name"] == "c"
+    pages = ev[ev["phase"] == "tools_discovery"]
+    first, second = (json.loads(a) for a in pages["attrs"])
+    assert first["next_cursor"] == "p2" and second["cursor"] == "p2" and second["trigger"] == "list_changed"
+    assert pages["latency_ms"].iloc[0] == 3.0 and pages["footprint_bytes"].iloc[0] > 0
+    s3 = ev[ev["stage"] == "S3"]
+    s4 = ev[ev["stage"] == "S4"]
+    assert s3["latency_ms"].iloc[0] == pytest.approx(0.5) and s4["latency_ms"].iloc[0] == pytest.approx(3.5)
+    assert (s4["status"].iloc[0], s4["error_type"].iloc[0]) == ("error", "tool_error")
+    assert (s4["status"].iloc[1], s4["error_type"].iloc[1], s4["latency_ms"].iloc[1]) == (
+        "error",
+        "server_crashed",
+        7.0,
+    )
+    assert "notifications/tools/list_changed" in set(ev.loc[ev["stage"] == "MCP", "mcp_method"])
+
+
+def test_observer_cancel_timeout_late_answer_and_garbage(tmp_path: Path) -> None:
+    obs, rec, clock = _observer(tmp_path, timeout_s=5)
+    obs.message(
+        CLIENT, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow"}}, _seen(clock)
+    )
+    clock.advance(2)
+    obs.message(
+        CLIENT,
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 1, "reason": "timed out after 2s"},
+        },
+        _seen(clock),
+    )
+    obs.message(SERVER, {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}, _seen(clock))  # late
+    obs.message(
+        CLIENT,
+        {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "x://y"}},
+        _seen(clock),
+    )
+    clock.advance(6000)  # ms: past the 5 s --timeout
+    assert obs.check_timeouts() == 1
+    obs.unparsable(SERVER, _seen(clock, 12), "invalid_json", "not JSON")
+    ev = _events(tmp_path, rec)
+    s4 = ev[ev["stage"] == "S4"].iloc[0]
+    assert (s4["status"], s4["error_type"], s4["latency_ms"]) == ("timeout", "timeout", 2.0)
+    mcp = ev[ev["stage"] == "MCP"]
+    assert json.loads(mcp[mcp["jsonrpc_id"] == "1"]["attrs"].iloc[0])["late_response"] is True
+    read = mcp[mcp["mcp_method"] == "resources/read"].iloc[0]
+    assert (read["status"], read["latency_ms"], read["direction"]) == ("timeout", 6000.0, "client->server")
+    assert "invalid_json" in set(mcp["error_type"])
+
+
+def test_deferred_pickles_without_callbacks(tmp_path: Path) -> None:
+    obs, rec, clock = _observer(tmp_path)
+    item = obs._deferred("s3", {"tool": "t", "start": clock.now(), "end": clock.now(), "sent": clock.now()})
+    again = pickle.loads(pickle.dumps(item))
+    assert isinstance(again, Deferred) and again.put_text is None and again.fields["tool"] == "t"
+    event = again()
+    assert event is not None and event.stage is Stage.S3 and event.tokenizer == "o200k_base"
+    rec.close()
+
+
+def test_wrap_every_client_format_once(tmp_path: Path) -> None:
+    promcp = ["/x/promcp"]
+    cc = {
+        "mcpServers": {
+            "fs": {"type": "stdio", "command": "npx", "args": ["-y", "srv"], "env": {"K": "v"}},
+            "web": {"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer t"}},
+        },
+        "projects": {"/p": {"mcpServers": {"m": {"command": "node", "args": ["m.js"]}}}},
+    }
+    w = wrap_config(cc, "claude-code", out=tmp_path, promcp=promcp, run_id="R")
+    fs = w.config["mcpServers"]["fs"]
+    assert fs["command"] == "/x/promcp" and fs["env"] == {"K": "v"} and fs["type"] == "stdio"
+    assert fs["args"][-4:] == ["--", "npx", "-y", "srv"] and fs["args"][6:8] == ["--run-id", "R"]
+    web = w.config["mcpServers"]["web"]
+    assert web["url"] == "http://127.0.0.1:8750/mcp" and web["headers"] == {"Authorization": "Bearer t"}
+    assert w.http_proxies[0][3:7] == ["--upstream", "https://h/mcp", "--listen", "127.0.0.1:8750"]
+    assert w.config["projects"]["/p"]["mcpServers"]["m"]["args"][-2:] == ["node", "m.js"]
+    again = wrap_config(w.config, "claude-code", out=tmp_path, promcp=promcp)
+    assert again.config["mcpServers"]["fs"] == fs and set(again.kept) >= {"fs", "m"}
+    vs = wrap_config(
+        {"servers": {"a": {"type": "stdio", "command": "x"}}, "inputs": [{"id": "k"}]},
+        "vscode",
+        out=tmp_path,
+        promcp=promcp,
+    )
+    assert vs.config["inputs"] == [{"id": "k"}] and vs.config["servers"]["a"]["command"] == "/x/promcp"
+    desk = wrap_config(
+        {"mcpServers": {"a": {"command": "x"}}, "globalShortcut": ""},
+        "claude-desktop",
+        out=tmp_path,
+        promcp=promcp,
+    )
+    assert desk.config["globalShortcut"] == "" and desk.wrapped == ["a"]
+
+
+def test_jsonc_and_bad_config(tmp_path: Path) -> None:
+    assert json.loads(strip_jsonc('{\n // c\n "a": "//x", /* y */ "b": [1,],\n}')) == {"a": "//x", "b": [1]}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"mcpServers": {')
+    with pytest.raises(ConfigError, match=r"bad.json:1.*not JSON"):
+        load_config(bad, "cursor")
+
+
+def test_parts_merge_in_time_order_and_again_later(tmp_path: Path) -> None:
+    def part(name: str, starts: list[int]) -> Recorder:
+        rec = Recorder(tmp_path, topology="c-ots", source="proxy:mcp", run_id="g", part=name, fsync="never")
+        for t in starts:
+            rec.emit(
+                Event(
+                    stage=Stage.INIT,
+                    phase=Phase.SPAWN,
+                    server=name,
+                    t_start_ns=t,
+                    t_end_ns=t + 1,
+                    latency_ms=0.0,
+                )
+            )
+        return rec
+
+    a, b = part("a", [10, 30]), part("b", [20])
+    assert a.close() is None  # b is still writing
+    path = b.close()
+    assert path is not None and not parts_dir(tmp_path, "g").exists()
+    ev = pd.read_parquet(path)
+    assert ev[["seq", "server"]].values.tolist() == [[0, "a"], [1, "b"], [2, "a"]]
+    late = part("c", [15])
+    late.close()
+    ev = pd.read_parquet(path)
+    assert ev["server"].tolist() == ["a", "c", "b", "a"] and ev["seq"].tolist() == [0, 1, 2, 3]
+    assert finalize_group(tmp_path, "g") == path  # nothing left: the run file
+
+
+def test_run_target_precedence(tmp_path: Path) -> None:
+    env = {"PROMCP_OUT": str(tmp_path), "PROMCP_RUN_ID": "from-env"}
+    assert resolve_target(None, None, env).run_id == "from-env"
+    assert resolve_target(Path("x"), "flag", env).out == Path("x")
+    assert resolve_target(None, None, {}).chosen_by == "client-session"
+    with pytest.raises(ValueError):
+        resolve_target(None, "../escape", {})

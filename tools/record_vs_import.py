@@ -1,0 +1,136 @@
+"""One Claude Code session seen two ways: ``promcp record`` (proxies on its LLM API and MCP server) and ``promcp
+import`` of the session log Claude Code itself wrote — the table in docs/record.md.
+
+Runs offline: the real Claude Code CLI (node_modules) against the scripted loopback Anthropic upstream of the
+tests (ToolSearch → the memory server's create_entities → answer), with the real memory MCP server configured in
+a throw-away ``~/.claude.json``. Prints a Markdown table.
+
+    .venv/bin/python tools/record_vs_import.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import pandas as pd  # noqa: E402
+
+import promcp.analysis as pa  # noqa: E402
+from tests.stubs.llm_http import StubServer  # noqa: E402
+from tests.stubs.scripted_llm import Scripted  # noqa: E402
+
+CLAUDE = ROOT / "node_modules" / ".bin" / "claude"
+MEMORY = ROOT / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+PROMCP = Path(sys.executable).parent / "promcp"
+TOOL = "mcp__memory__create_entities"
+ARGS = {"entities": [{"name": "promcp", "entityType": "project", "observations": ["records every stage"]}]}
+ORIGINS = ["in_system", "in_schemas", "in_user", "in_history", "in_tool_results"]
+
+
+def run(tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    home, work = tmp / "home", tmp / "work"
+    home.mkdir()
+    work.mkdir()
+    servers = {
+        "memory": {
+            "command": "node",
+            "args": [str(MEMORY)],
+            "env": {"MEMORY_FILE_PATH": str(tmp / "m.jsonl")},
+        }
+    }
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": servers}))
+    env = {
+        "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(home),
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    script = Scripted(TOOL, ARGS, answer="Saved: ")
+    with StubServer(script.anthropic) as stub:
+        subprocess.run(
+            [
+                *(
+                    str(PROMCP),
+                    "record",
+                    "--out",
+                    str(tmp / "record"),
+                    "--upstream",
+                    stub.url,
+                    "--no-summary",
+                ),
+                *("--", "claude", "-p", "Remember that promcp records every stage.", "--allowedTools", TOOL),
+            ],
+            env=env,
+            cwd=work,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    [log] = (home / ".claude" / "projects").glob("*/*.jsonl")
+    subprocess.run(
+        [str(PROMCP), "import", str(log), "--out", str(tmp / "import")], check=True, stdout=subprocess.DEVNULL
+    )
+    return pa.load(tmp / "record"), pa.load(tmp / "import")
+
+
+def facts(df: pd.DataFrame) -> dict[str, Any]:
+    calls = df[df.stage.isin(["S1", "S5"])]
+    outs = df[df.stage.isin(["S2", "S6"])]
+    tools = df[df.stage.isin(["S3", "S4"])]
+    init = df[df.stage == "INIT"]
+    unobserved = sum(p["tokens"] for parts in calls.parts for p in parts if p["key"] == "unobserved")
+
+    def quality(frame: pd.DataFrame) -> str:
+        counts = frame.timing_quality.astype(str).value_counts()
+        return ", ".join(f"{v} {k}" for k, v in counts.items() if v) or "—"
+
+    return {
+        "events": len(df),
+        "tasks": df.task_id.nunique(),
+        "LLM calls (S1/S5)": len(calls),
+        "input tokens (provider usage)": f"{int(calls.tokens_in.sum()):,}",
+        "system tokens observed / unobserved": f"{int(calls.in_system.sum()) - unobserved:,} / {unobserved:,}",
+        "schema tokens (tool definitions)": f"{int(calls.in_schemas.sum()):,}",
+        "tool-result tokens re-read": f"{int(calls.in_tool_results.sum()):,}",
+        "prefill / generation split (S1/S5, S2/S6 timing)": f"{quality(calls)} / {quality(outs)}",
+        "tool calls S3/S4 (timing)": f"{len(tools) // 2} ({quality(tools)})",
+        "MCP server start-up (INIT events)": f"{len(init)} ({', '.join(sorted(set(init.phase)))})"
+        if len(init)
+        else "0",
+        "tools/list footprint tokens": f"{int(init.footprint_tokens.fillna(0).sum()):,}"
+        if len(init)
+        else "—",
+        "deferred tools seen": _deferred(calls),
+    }
+
+
+def _deferred(calls: pd.DataFrame) -> str:
+    first = calls["attrs"].iloc[0] if len(calls) else None
+    attrs = json.loads(first) if isinstance(first, str) else {}
+    names = attrs.get("deferred_mcp_tools") or []
+    return (
+        f"{len(names)} MCP + {len(attrs.get('deferred_not_loaded') or [])} placeholder"
+        if attrs.get("tool_search")
+        else "—"
+    )
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="promcp-rvi-") as tmp:
+        record, imported = run(Path(tmp))
+        a, b = facts(record), facts(imported)
+    print("| one Claude Code session | `promcp record` | `promcp import` (its session log) |")
+    print("|---|---|---|")
+    for key in a:
+        print(f"| {key} | {a[key]} | {b[key]} |")
+
+
+if __name__ == "__main__":
+    main()
