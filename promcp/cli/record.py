@@ -111,12 +111,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _summary(path: Path) -> None:
-    from promcp.analysis.render import to_rich
+    """The run's phase and origin tables on stderr (stdout belongs to the client), through the one table view."""
+    import sys
+
+    from rich.markup import escape
+
     from promcp.analysis.report import report
+    from promcp.analysis.views import get_renderer
+    from promcp.analysis.views.report import report_document
     from promcp.cli._common import stderr
 
     try:
-        rep = report(path, by=["topology"], sections=["phases", "origins"])
-        to_rich(rep, ["topology"], stderr())
+        doc = report_document(report(path, by=["topology"], sections=["phases", "origins"]))
     except Exception as exc:  # the summary must not hide the dataset path or the client's exit status
-        stderr().print(f"[yellow]phase summary unavailable: {exc}[/]")
+        stderr().print(f"[yellow]phase summary unavailable: {escape(str(exc))}[/]")
+        return
+    get_renderer("table", console=stderr()).write(doc, sys.stderr)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+import pandas as pd
 import pytest
 
 import promcp.analysis as pa
@@ -138,7 +139,7 @@ def test_upstream_down_is_a_502_for_the_client_and_a_failed_call(tmp_path: Path)
 
 
 def pd_isna(value: Any) -> bool:
-    return value is None or value != value
+    return bool(pd.isna(value))  # None, NaN or pandas' NA (token columns are nullable integers)
 
 
 @pytest.mark.parametrize(("status", "kind"), [(429, "rate_limit"), (529, "overloaded")])

@@ -48,7 +48,7 @@ def _call(tmp_path: Path, cfg: ServerConfig, tool: str, args: dict[str, Any]) ->
             )
             try:
                 conn = await pool.get(cfg.name)
-                outcome, measure = await conn.call(tool, args, 60)
+                outcome, measure = await conn.call(tool, args, 60, tokenizer=tokenizers.get("o200k_base"))
             finally:
                 await pool.close()
         return outcome, measure
@@ -79,7 +79,8 @@ def test_a_message_over_the_bound_ends_the_connection_with_a_named_error(
     monkeypatch.setattr(_stdio, "MAX_MESSAGE_BYTES", 1 << 20)
     cfg = ServerConfig("big", command=Command(sys.executable, (str(server),)))
     outcome, measure = _call(tmp_path, cfg, "blob", {"kb": 4096})
-    assert outcome.is_error and measure.error_type == "message_too_large"
+    assert outcome.is_error and measure.failure is not None
+    assert measure.failure.error_type == "message_too_large"
     assert "exceeds 1 MiB" in (tmp_path / "logs" / "big.log").read_text()
 
 
@@ -91,6 +92,7 @@ def test_a_big_result_is_measured_from_the_wire(tmp_path: Path) -> None:
     outcome, measure = _call(tmp_path, cfg, "blob", {"kb": 2048})
     assert len(outcome.text) == 2048 * 1024
     # the response line holds the text twice (content and structuredContent) plus the JSON-RPC envelope
-    assert 2 * 2048 * 1024 < measure.result_bytes < 2 * 2048 * 1024 + 400
+    assert measure.response_bytes is not None
+    assert 2 * 2048 * 1024 < measure.response_bytes < 2 * 2048 * 1024 + 400
     df = analysis.load(tmp_path / "out")
     assert df.empty or "S4" not in set(df["stage"].astype(str))  # the pool alone records INIT only

@@ -46,7 +46,7 @@ def test_bad_arguments_exit_2(args: list[str]) -> None:
 
 
 def test_the_run_summary_says_why_a_task_did_not_finish(capsys: pytest.CaptureFixture[str]) -> None:
-    from promcp.cli.run import _summary
+    from promcp.cli.run import _summary, _tasks_table
     from promcp.host.agent import TaskResult
     from promcp.host.runner import RunResult
 
@@ -58,10 +58,11 @@ def test_the_run_summary_says_why_a_task_did_not_finish(capsys: pytest.CaptureFi
             ),
         ]
     )
-    assert _summary(result, None, "l-cust") == 0
+    assert _summary(result, None) == 0
     out = capsys.readouterr().out
-    assert "broken: error: server 'calc': start command exited (spawn_failed)" in out
-    assert "fine:" not in out
+    assert "error" in out and "spawn_failed" in out.replace("\n", "")  # the table has an error column
+    errors = {row["task"]: row["error"] for row in _tasks_table(result).rows}
+    assert errors == {"fine": None, "broken": "server 'calc': start command exited (spawn_failed)"}
 
 
 def test_an_internal_bug_is_shown_and_named_as_one(capsys: pytest.CaptureFixture[str]) -> None:

@@ -78,6 +78,21 @@ SKIP: dict[str, str] = {
     "promcp whatif CAT.json --queries q.jsonl --strategy topk --strategy two-phase --scorer bm25 --format csv": (
         "placeholder catalog"
     ),
+    "promcp import conversations.json --content none": "placeholder: your own export (tests/unit/test_redact.py: every content mode)",
+    "promcp import conversations.json --replace": "placeholder: your own export (test_importing_the_same_file_twice_is_detected)",
+    "promcp proxy config --client claude-code --out traces/claude --write": "edits ~/.claude.json for real Claude Code "
+    "(test_real_claude_code_starts_the_wrapped_server: the same steps in a private HOME)",
+    "claude mcp list": "real Claude Code with the wrapped server (test_real_claude_code_starts_the_wrapped_server)",
+    "python -c \"import pandas as pd; print(pd.read_parquet('traces/claude')[['stage','phase','mcp_method','latency_ms',"
+    "'footprint_tokens','status']].to_string(index=False))\"": "reads the dataset the two commands above wrote",
+    "promcp proxy config --client claude-code --undo": "restores ~/.claude.json (test_real_claude_code_starts_the_wrapped_server)",
+    'promcp record --out traces/claude --upstream "$SCRIPTED_UPSTREAM" -- claude -p "Remember that promcp records '
+    'every stage." --allowedTools mcp__memory__create_entities': "real Claude Code against the tests' scripted "
+    "upstream (test_record_claude_code)",
+    "promcp proxy llm --upstream https://api.anthropic.com --out traces/llm": "a long-running proxy to the network "
+    "(test_proxy_llm runs it on loopback)",
+    "promcp proxy config --client claude-code --out traces --write": "edits ~/.claude.json (test_real_claude_code_starts_the_wrapped_server)",
+    "promcp record -- claude": "runs Claude Code against the real API (test_record_claude_code: offline)",
 }
 
 

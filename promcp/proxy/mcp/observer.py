@@ -235,23 +235,14 @@ class McpObserver:
 
     def first_output(self, at: Instant) -> None:
         """INIT ``ready``: the spawned server wrote its first byte (the answer to ``initialize``, usually)."""
-        with self._lock:
-            if self._ready_recorded or self._spawn_end is None:
-                return
-            self._ready_recorded = True
-        self._emit(
-            startup_event(
-                phase=Phase.READY,
-                server=self.server,
-                transport=self.transport,
-                start=self._spawn_end,
-                end=at,
-                attrs={"until": "first_output"},
-            )
-        )
+        self._ready(at, None, {"until": "first_output"})
 
     def not_ready(self, at: Instant, failure: Failure, attrs: Mapping[str, Any] | None = None) -> None:
         """INIT ``ready`` failed: the spawned server ended without writing a byte."""
+        self._ready(at, failure, attrs)
+
+    def _ready(self, at: Instant, failure: Failure | None, attrs: Mapping[str, Any] | None) -> None:
+        """The one INIT ``ready`` event of a spawned server (from the end of its spawn to ``at``)."""
         with self._lock:
             if self._ready_recorded or self._spawn_end is None:
                 return
