@@ -1,4 +1,5 @@
-"""``promcp finalize DIR``: turn the journals a crashed or killed run left into the dataset's Parquet files.
+"""``promcp finalize DIR``: turn the journals a crashed or killed run left into the dataset's Parquet files (and
+merge the journal parts of runs several processes recorded, once none of them is still writing).
 
 Readers (``promcp report``, ``promcp.analysis.load``) never write: they read such journals in place. This command
 is the explicit step that writes them (atomically; the journal is removed only once its Parquet file is in place).
@@ -14,6 +15,7 @@ from promcp.errors import NotATraceError
 from promcp.store.files import missing_reason
 from promcp.store.journal import is_journal, iter_journals
 from promcp.store.parquet import finalize, finalize_pending
+from promcp.store.parts import pending_groups
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "finalize",
         help="write the journals left by a crashed or killed run into the dataset's Parquet files",
         description="Finalize the journals (DIR/_journal/*.jsonl) of runs that ended without finalizing (killed, "
-        "power loss, full disk). Runs still recording are left alone. Readers such as 'promcp report' read "
+        "power loss, full disk), and merge the journal parts proxies left. Runs still recording are left alone. Readers such as 'promcp report' read "
         "journals in place and never write; this command is the step that does.",
     )
     p.add_argument("path", type=Path, help="dataset directory (or one journal file)")
@@ -34,7 +36,7 @@ def _run(args: argparse.Namespace) -> int:
     if path.is_file() and is_journal(path):
         done = [finalize(path)]
     elif path.is_dir():
-        if not any(iter_journals(path)):
+        if not any(iter_journals(path)) and not pending_groups(path):
             out.print(f"{path}: no journal to finalize", highlight=False, soft_wrap=True)
             return 0
         done = finalize_pending(path)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from promcp.analysis import load as pa_load
 from promcp.errors import ConfigError
 from promcp.events import Event, Phase, Stage, Transport
 from promcp.proxy._group import resolve_target
@@ -271,3 +272,29 @@ def test_run_target_precedence(tmp_path: Path) -> None:
     assert resolve_target(None, None, {}).chosen_by == "client-session"
     with pytest.raises(ValueError):
         resolve_target(None, "../escape", {})
+
+
+def test_parts_left_by_killed_processes_are_read_in_place_and_finalized_on_request(tmp_path: Path) -> None:
+    """Readers never write: unmerged parts (their processes died before merging) read as one run; only
+    `promcp finalize` merges them."""
+    from promcp.cli import main
+    from promcp.store.parts import pending_groups
+
+    for name, t in (("a", 10), ("b", 20), ("c", 30)):
+        rec = Recorder(tmp_path, topology="c-ots", source="proxy:mcp", run_id="k", part=name, fsync="never")
+        rec.emit(Event(stage=Stage.INIT, phase=Phase.SPAWN, server=name, t_start_ns=t, t_end_ns=t + 1))
+        rec.close(finalize_run=False)  # as if killed before the merge
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    ev = pa_load(tmp_path)
+    assert ev["server"].tolist() == ["a", "b", "c"] and ev["seq"].tolist() == [0, 1, 2]
+    assert set(ev["run_id"]) == {"k"}
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written
+    assert main(["finalize", str(tmp_path)]) == 0
+    assert pending_groups(tmp_path) == []
+    assert pd.read_parquet(next(tmp_path.glob("topology=c-ots/run_id=k/events.parquet")))[
+        "server"
+    ].tolist() == [
+        "a",
+        "b",
+        "c",
+    ]
