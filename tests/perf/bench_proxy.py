@@ -219,8 +219,11 @@ async def bench(
             _http_session(f"http://127.0.0.1:{core_port}/mcp") as core_p,
         ):
             raw_d, raw_p = RawStream(direct_url), RawStream(proxied_url)
-            await raw_d.open()
-            await raw_p.open()
+            raw_relay = RawStream(f"http://127.0.0.1:{relay_port}/mcp")
+            raw_core = RawStream(f"http://127.0.0.1:{core_port}/mcp")
+            raws = {"first byte": raw_p, f"first byte {RELAY}": raw_relay, f"first byte {CORE}": raw_core}
+            for raw in (raw_d, *raws.values()):
+                await raw.open()
             sessions = {
                 "stdio": (stdio_d, stdio_p),
                 "streamable HTTP": (http_d, http_p),
@@ -232,16 +235,16 @@ async def bench(
                 for t, s in conditions:
                     for session in sessions[t]:
                         await _call(session, s)
-                await raw_d.first_byte_ms(1024)
-                await raw_p.first_byte_ms(1024)
+                for raw in (raw_d, *raws.values()):
+                    await raw.first_byte_ms(1024)
             await asyncio.sleep(1.0)
             rng = random.Random(0)
             for i in range(rounds):
-                order = [*conditions, ("first byte", 1024)]
+                order = [*conditions, *((name, 1024) for name in raws)]
                 rng.shuffle(order)
                 for t, s in order:
-                    if t == "first byte":
-                        first = (raw_d.first_byte_ms, raw_p.first_byte_ms)
+                    if t in raws:
+                        first = (raw_d.first_byte_ms, raws[t].first_byte_ms)
                         if i % 2:
                             p = await first[1](s)
                             d = await first[0](s)
@@ -259,8 +262,8 @@ async def bench(
                     pairs.setdefault(f"{t}|{s}", []).append((d, p))
                 if gap_s:
                     await asyncio.sleep(gap_s)
-            await raw_d.aclose()
-            await raw_p.aclose()
+            for raw in (raw_d, *raws.values()):
+                await raw.aclose()
     return pairs
 
 
@@ -313,6 +316,9 @@ def main() -> int:
         if what == "first byte":
             target, label = 1.0, "≤ 1 ms"
             what = "first byte, streamable HTTP (SSE)"
+        elif what.startswith("first byte "):
+            target, label = float("inf"), "(reference)"
+            what = f"first byte, {what.removeprefix('first byte ')}"
         elif what in (RELAY, CORE):
             target, label = float("inf"), "(reference)"
             what = f"tools/call, {what}"
