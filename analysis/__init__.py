@@ -10,6 +10,7 @@ Every table is a pure function of the events; the rules that turn events into ph
 a token twice, and which tasks count, are in docs/accounting.md. docs/analysis.md shows each helper with an example.
 """
 
+from promcp.analysis.cost import cache_split, call_costs, load_prices
 from promcp.analysis.diff import Diff, diff
 from promcp.analysis.engine import IMPLICIT_TASK, OUTCOMES, ParquetEvents, complete, outcomes, select
 from promcp.analysis.load import load, load_content, load_table, scan
@@ -42,6 +43,8 @@ __all__ = [
     "Diff",
     "ParquetEvents",
     "Report",
+    "cache_split",
+    "call_costs",
     "compare_tokenizers",
     "complete",
     "diff",
@@ -50,6 +53,7 @@ __all__ = [
     "latency_segments",
     "load",
     "load_content",
+    "load_prices",
     "load_table",
     "outcomes",
     "overflows",

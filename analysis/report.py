@@ -8,7 +8,7 @@ no task id. Rendering is separate (:mod:`promcp.analysis.views.report`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -16,7 +16,8 @@ from typing import Final
 import pandas as pd
 
 from promcp import tokenizers as _tokenizers
-from promcp.analysis.engine import IMPLICIT_TASK, Events, complete, query, select
+from promcp.analysis.cost import PRICE_TABLE, Rates, cache_split, call_costs, cost_by_phase, schema_tax
+from promcp.analysis.engine import IMPLICIT_TASK, Events, as_arrow, complete, ident, query, select
 from promcp.analysis.load import load_content
 from promcp.analysis.tables import (
     FACT_COLUMNS,
@@ -43,6 +44,10 @@ SECTIONS: Final[dict[str, str]] = {
     "errors": "Errors: every event that did not end ok, with its reason",
     "overflows": "Context overflows: LLM calls that did not fit the context window (not sent)",
     "tokenizers": "Tokenizer comparison over captured content",
+    "cost": "Cost per task by phase, US dollars — mean ± std (share %)",
+    "cache": "LLM input tokens by cache status and origin",
+    "schema_tax": "Amortized schema tax: what re-sending each tool definition cost, billed vs. without caching vs. "
+    "deferred",
 }
 #: What ``promcp report`` shows without ``--section`` (``overflows`` too when there are any).
 DEFAULT_SECTIONS: Final = ("phases", "segments", "init", "origins", "resend")
@@ -122,6 +127,7 @@ def report(
     latest: int = 0,
     tasks: Sequence[str] | None = None,
     include_incomplete: bool = False,
+    prices: Mapping[str, Rates] | None = None,
 ) -> Report:
     """Compute the report tables for a dataset path (or already loaded events).
 
@@ -130,6 +136,8 @@ def report(
     content). ``runs`` (ids, unique prefixes or suffixes), ``latest`` (the N most recent runs) and ``tasks``
     (task ids) narrow the events first. Only complete tasks enter the attribution tables unless
     ``include_incomplete``; the others are named in a note (and listed by the ``tasks`` and ``errors`` sections).
+    ``cost`` and ``cache`` are shown by default when any LLM call has a provider's cache split; ``prices`` (a
+    user's price file, :func:`promcp.analysis.cost.load_prices`) overrides the price table per model.
     """
     wanted = list(sections) if sections is not None else list(DEFAULT_SECTIONS)
     if tokenizers and "tokenizers" not in wanted:
@@ -173,6 +181,8 @@ def report(
     overflow = int(counts.at[0, "overflow"])
     if overflow and sections is None:
         wanted.append("overflows")
+    if sections is None and _has_cache_split(events):  # provider usage with a cache split: what it cost
+        wanted += ["cost", "cache", "schema_tax"]
     _task_notes(out, all_tasks, overflow)
     builders: dict[str, Callable[[], pd.DataFrame]] = {
         "phases": lambda: phase_attribution(
@@ -185,6 +195,11 @@ def report(
         "tasks": lambda: all_tasks.reset_index(drop=True),
         "errors": lambda: errors(events),
         "overflows": lambda: overflows(events),
+        "cost": lambda: _cost_section(out, counted, by, prices),
+        "cache": lambda: cache_split(_llm_inputs(counted, by), by),
+        "schema_tax": lambda: schema_tax(_llm_inputs(counted, by, outputs=True, tools=True), by, prices).head(
+            resend_top
+        ),
     }
     for name in wanted:
         if name == "tokenizers":
@@ -194,6 +209,81 @@ def report(
     if "phases" in out.tables:
         _timing_notes(out, out.tables["phases"], all_tasks[ok] if not include_incomplete else all_tasks)
     return out
+
+
+_COST_COLUMNS: Final = (
+    "run_id",
+    "task_id",
+    "round",
+    "topology",
+    "model",
+    "provider",
+    "stage",
+    "tokens_in",
+    "tokens_out",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "source",
+    "parts",
+)
+
+
+def _llm_inputs(
+    events: Events, by: Sequence[str], *, outputs: bool = False, tools: bool = False
+) -> pd.DataFrame:
+    """The LLM events (input side, and output side when ``outputs``, tool calls when ``tools``) with the
+    cost/cache columns; columns an older dataset lacks come back null."""
+    stages = ("S1", "S5") + (("S2", "S6") if outputs else ()) + (("S3",) if tools else ())
+    present = set(as_arrow(events).column_names)
+    cols = list(dict.fromkeys([*by, *_COST_COLUMNS, *(("server", "tool") if tools else ())]))
+    select = ", ".join(
+        (f"CAST({ident(c)} AS VARCHAR) AS {ident(c)}" if c in _TEXT_COLUMNS else ident(c))
+        if c in present
+        else f"NULL AS {ident(c)}"
+        for c in cols
+    )
+    frame = query(f"SELECT {select} FROM ev WHERE stage IN {stages!r}", events)
+    for c in ("tokens_in", "tokens_out", "cache_read_tokens", "cache_write_tokens", "cache_write_1h_tokens"):
+        frame[c] = pd.to_numeric(frame[c], errors="coerce")
+    return frame
+
+
+_TEXT_COLUMNS: Final = frozenset(
+    {"run_id", "task_id", "topology", "model", "provider", "stage", "source", "server", "tool"}
+)
+
+
+def _has_cache_split(events: Events) -> bool:
+    if "cache_read_tokens" not in as_arrow(events).column_names:
+        return False
+    found = query("SELECT count(*) AS n FROM ev WHERE cache_read_tokens IS NOT NULL", events)
+    return bool(int(found.at[0, "n"]))
+
+
+def _cost_section(
+    out: Report, events: Events, by: Sequence[str], prices: Mapping[str, Rates] | None
+) -> pd.DataFrame:
+    calls = call_costs(_llm_inputs(events, by, outputs=True), prices)
+    if by:
+        llm = _llm_inputs(events, by)[[*by, "run_id", "task_id", "round"]].drop_duplicates(
+            ["run_id", "task_id", "round"]
+        )
+        calls = calls.drop(columns=[c for c in by if c in calls.columns and c not in ("run_id", "task_id")])
+        calls = calls.merge(llm, on=["run_id", "task_id", "round"], how="left")
+    table = cost_by_phase(calls, by)
+    priced = calls["total_usd"].notna()
+    note = f"priced with {PRICE_TABLE}"
+    if prices:
+        note += f" and a price file ({len(prices)} model(s))"
+    note += f": {int(priced.sum())} of {len(calls)} LLM call(s) priced"
+    if not priced.all():
+        reasons = calls.loc[~priced, "reason"].value_counts()
+        note += "; no price: " + "; ".join(f"{n} × {r}" for r, n in reasons.items())
+    if len(calls):
+        note += f"; total ${calls['total_usd'].sum(min_count=1) or 0:,.4f}"
+    out.note("cost", note)
+    return table
 
 
 def _task_notes(out: Report, all_tasks: pd.DataFrame, overflow: int) -> None:

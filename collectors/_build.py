@@ -20,7 +20,7 @@ from typing import Any
 
 from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse
 from promcp.events import Event, Origin, Part, Stage, Status, TimingQuality, TokenSource, scale_parts
-from promcp.stages import PutText, usage_attrs
+from promcp.stages import PutText, usage_attrs, usage_columns
 from promcp.tokenizers import CachedTokenizer
 
 
@@ -114,7 +114,9 @@ class Builder:
             attrs["prompt_missing"] = True
         source = self.tok.source
         tokenizer: str | None = self.tok.name
+        cache: dict[str, Any] = {}
         if call.usage is not None and call.usage.input_tokens is not None:
+            cache = usage_columns(call.usage)
             total = call.usage.input_tokens
             local = sum(p.tokens for p in parts)
             attrs["tokens_in_estimate"] = local
@@ -141,6 +143,7 @@ class Builder:
             token_source=source,
             model=model,
             attrs=attrs,
+            **cache,
             **{**common, "tokenizer": tokenizer},
             **timing,
         )
@@ -150,8 +153,10 @@ class Builder:
     ) -> Event:
         final = not call.tools
         attrs: dict[str, Any] = dict(call.attrs)
+        reasoning: int | None = None
         if call.usage is not None and call.usage.output_tokens is not None:
             tokens, source = call.usage.output_tokens, TokenSource.PROVIDER
+            reasoning = call.usage.reasoning_tokens
             attrs["tokens_out_estimate"] = self.count(out_text)
         else:
             tokens, source = self.count(out_text), self.tok.source
@@ -168,6 +173,7 @@ class Builder:
             stage=Stage.S6 if final else Stage.S2,
             round=rnd,
             tokens_out=max(int(tokens), 0),
+            reasoning_tokens=reasoning,
             token_source=source,
             model=model,
             resp_preview=out_text or None,

@@ -18,7 +18,7 @@ import msgspec
 
 #: Version of the event schema. Stored in every journal header and in the Parquet key-value metadata; readers refuse
 #: files with a newer version (SchemaVersionError) instead of misreading them.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 
 class Stage(StrEnum):
@@ -220,6 +220,13 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
     in_tool_results: int | None = None
     parts: list[Part] | None = None
     context_window: int | None = None
+    # the cache split of an LLM call's input as the provider reported it (input events; subsets of tokens_in)
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cache_write_5m_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
+    # reasoning / thinking tokens of the output (output events; a subset of tokens_out)
+    reasoning_tokens: int | None = None
     # outcome
     status: Status = Status.OK
     error_type: str | None = None

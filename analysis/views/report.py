@@ -197,6 +197,46 @@ def _tokenizers_view(frame: pd.DataFrame) -> Table:
     return Table("tokenizers", SECTIONS["tokenizers"], cols, _rows(frame))
 
 
+def _cache_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
+    cols = [
+        *(Column(k) for k in by),
+        Column("origin"),
+        Column("cache_read", "cache read", "number"),
+        Column("cache_write", "cache write", "number"),
+        Column("uncached", kind="number"),
+        Column("input_tokens", "input tokens", "number"),
+        Column("read_share", "read %", "number", 1),
+    ]
+    table = Table("cache", SECTIONS["cache"], cols, _rows(frame), key_columns=len(by) + 1)
+    table.notes.append(
+        "a prompt cache covers a prefix: reads and writes are attributed to the origins in the order the prompt was "
+        "sent; an import does not show that order (unattributed). Calls without a provider's cache split are not "
+        "counted"
+    )
+    return table
+
+
+def _schema_tax_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
+    cols = [
+        *(Column(k) for k in by),
+        Column("schema", "tool definition"),
+        Column("calls", kind="number"),
+        Column("tokens_per_call", "tokens/call", "number", 0),
+        Column("cache_reads", "cache reads", "number"),
+        Column("cache_writes", "cache writes", "number"),
+        Column("billed_usd", "billed $", "number", 4),
+        Column("no_cache_usd", "no cache $", "number", 4),
+        Column("deferred_usd", "deferred $", "number", 4),
+    ]
+    table = Table("schema_tax", SECTIONS["schema_tax"], cols, _rows(frame), key_columns=len(by) + 1)
+    table.notes.append(
+        "billed: the definition's tokens at the rate of how they were billed (cache read, write, uncached, by prefix "
+        "position); no cache: all at the input rate; deferred: sent (uncached) only from the round the tool was "
+        "first called in the task, as behind a tool-search tool (its own placeholder not counted)"
+    )
+    return table
+
+
 def _views(rep: Report) -> list[Table]:
     by = rep.by
     out: list[Table] = []
@@ -224,6 +264,15 @@ def _views(rep: Report) -> list[Table]:
             )
             lat.notes += rep.table_notes.get("phases", [])
             out.append(lat)
+        elif name == "cost":
+            if frame.empty:
+                table = Table(
+                    "cost", SECTIONS["cost"], [Column("phase")], empty="no task with every call priced"
+                )
+            else:
+                table = _stat_table("cost", SECTIONS["cost"], frame, by, "phase", "usd", 4)
+            table.notes += rep.table_notes.get("cost", [])
+            out.append(table)
         elif name == "segments":
             out.append(
                 _stat_table(
@@ -255,6 +304,10 @@ def _views(rep: Report) -> list[Table]:
             out.append(_overflows_view(frame))
         elif name == "tokenizers":
             out.append(_tokenizers_view(frame))
+        elif name == "cache":
+            out.append(_cache_view(frame, by))
+        elif name == "schema_tax":
+            out.append(_schema_tax_view(frame, by))
     if rep.approximations:
         approx = "; ".join(f"{k} = {v}, a labelled approximation" for k, v in rep.approximations.items())
         for table in out:

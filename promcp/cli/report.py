@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from promcp.analysis.cost import load_prices
 from promcp.analysis.report import DEFAULT_SECTIONS, SECTIONS, report
 from promcp.analysis.views import RENDERERS, get_renderer
 from promcp.analysis.views.report import report_document
@@ -80,6 +81,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--top", type=int, default=15, help="rows of the re-send table (default: 15)")
     p.add_argument(
+        "--prices",
+        metavar="FILE",
+        default=None,
+        help="a JSON price file overriding the price table per model (US dollars per million tokens: "
+        '{"model": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75}}; docs/accounting.md)',
+    )
+    p.add_argument(
         "--html",
         metavar="OUT.html",
         default=None,
@@ -129,6 +137,7 @@ def _run(args: argparse.Namespace) -> int:
         latest=args.latest,
         tasks=args.tasks,
         include_incomplete=args.include_incomplete,
+        prices=load_prices(args.prices) if args.prices else None,
     )
     doc = report_document(rep)
     if args.format == "table":

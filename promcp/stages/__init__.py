@@ -39,6 +39,7 @@ from promcp.stages.llm import (
     llm_output_event,
     output_text,
     usage_attrs,
+    usage_columns,
 )
 from promcp.stages.protocol import message_event
 from promcp.stages.tools import (
@@ -76,4 +77,5 @@ __all__ = [
     "tools_call_events",
     "tools_discovery_event",
     "usage_attrs",
+    "usage_columns",
 ]

@@ -8,9 +8,10 @@ Input event — S1 when ``round == 1``, else S5:
 * with provider usage (``usage.input_tokens``), the provider's total is ground truth: the parts are scaled to it
   (largest remainder, :func:`promcp.events.scale_parts`), ``attrs.tokens_in_estimate`` keeps the local sum and
   ``attrs.origin_scale`` the factor; ``token_source`` is the usage's source, else the tokenizer's;
-* ``attrs``: ``n_tools``; ``cache_read_tokens`` / ``cache_write_tokens`` (and the 5-minute / 1-hour split) when the
-  provider reports any; ``usage`` = the provider's usage fields as reported; ``content`` = the captured task prompt
-  on S1;
+* columns ``cache_read_tokens`` / ``cache_write_tokens`` (+ the 5-minute / 1-hour split) from the provider's usage
+  (:func:`usage_columns`), ``reasoning_tokens`` on the output event;
+* ``attrs``: ``n_tools``; ``usage`` = the provider's usage fields as reported; ``content`` = the captured task
+  prompt on S1;
 * latency = the prefill (``prompt_ms``: measured time to first byte, or the server's own prefill), clamped to the
   call's total; without one, ``latency_ms`` is null with ``timing_quality = none``.
 
@@ -45,6 +46,7 @@ __all__ = [
     "llm_output_event",
     "output_text",
     "usage_attrs",
+    "usage_columns",
 ]
 
 
@@ -163,8 +165,10 @@ def llm_input_event(call: LLMCall) -> Event:
             attrs["tokens_in_estimate"] = local
             attrs["origin_scale"] = round(usage.input_tokens / local, 6) if local else None
             parts = scale_parts(parts, usage.input_tokens)
+    cache: dict[str, Any] = {}
     if usage is not None:
         attrs.update(usage_attrs(usage))
+        cache = usage_columns(usage)
     attrs.update(call.attrs_in or {})
     prompt_ms = _prompt_ms(call)
     return Event(
@@ -176,25 +180,29 @@ def llm_input_event(call: LLMCall) -> Event:
         latency_ms=prompt_ms,
         timing_quality=TimingQuality.EXACT if prompt_ms is not None else TimingQuality.NONE,
         attrs=attrs,
+        **cache,
         **_common(call),
     )
 
 
 def usage_attrs(usage: Usage) -> dict[str, Any]:
-    """The input event's attrs for a provider usage: ``cache_read_tokens`` / ``cache_write_tokens`` (and the
-    5-minute / 1-hour write split) when the provider reports any cache use, and ``usage`` = every field as
-    reported. (The importers' builder uses it too.)"""
-    attrs: dict[str, Any] = {}
-    if usage.cache_read_tokens or usage.cache_write_tokens:
-        attrs["cache_read_tokens"] = usage.cache_read_tokens or 0
-        attrs["cache_write_tokens"] = usage.cache_write_tokens or 0
-        for name in ("cache_write_5m_tokens", "cache_write_1h_tokens"):
-            value = getattr(usage, name)
-            if value is not None:
-                attrs[name] = value
-    if usage.reported:
-        attrs["usage"] = usage.reported
-    return attrs
+    """The input event's attrs for a provider usage: ``usage`` = every field as reported. (The importers'
+    builder uses it too.)"""
+    return {"usage": usage.reported} if usage.reported else {}
+
+
+def usage_columns(usage: Usage) -> dict[str, Any]:
+    """The input event's cache columns for a provider usage (every source fills them through this): reads and
+    writes (0 when the provider reported a usage but no cache use: the call was not cached), and the 5-minute /
+    1-hour write split where the provider gives it."""
+    if usage.input_tokens is None:
+        return {}
+    return {
+        "cache_read_tokens": usage.cache_read_tokens or 0,
+        "cache_write_tokens": usage.cache_write_tokens or 0,
+        "cache_write_5m_tokens": usage.cache_write_5m_tokens,
+        "cache_write_1h_tokens": usage.cache_write_1h_tokens,
+    }
 
 
 def output_text(output: Output) -> str:
@@ -223,8 +231,6 @@ def llm_output_event(call: LLMCall) -> Event | None:
     usage = _usage(call)
     if usage is not None and usage.output_tokens is not None:
         tokens_out, source = usage.output_tokens, usage.source
-        if usage.reasoning_tokens is not None:
-            attrs["reasoning_tokens"] = usage.reasoning_tokens
     else:
         tokens_out, source = call.tokenizer.count(text), call.tokenizer.source
     attrs.update(out.timings)
@@ -236,6 +242,7 @@ def llm_output_event(call: LLMCall) -> Event | None:
     return Event(
         stage=stage,
         tokens_out=tokens_out,
+        reasoning_tokens=usage.reasoning_tokens if usage is not None else None,
         token_source=source if source is not TokenSource.NONE else TokenSource.TOKENIZER,
         t_start_ns=split.wall_ns,
         t_end_ns=max(call.end.wall_ns, split.wall_ns),

@@ -86,7 +86,7 @@ def test_streamed_anthropic_call_becomes_s1_s2_with_usage_cache_and_ttfb(tmp_pat
         == s1[["in_system", "in_schemas", "in_user", "in_history", "in_tool_results"]].sum()
     )
     a1, a2 = attrs(s1), attrs(s2)
-    assert a1["cache_read_tokens"] == 1800 and a1["cache_write_tokens"] == 384 and a1["api"] == "anthropic"
+    assert (s1.cache_read_tokens, s1.cache_write_tokens, a1["api"]) == (1800, 384, "anthropic")
     assert a1["path"] == "/v1/messages" and a1["stream"] is True
     assert s2.tool == "get_time" and s2.tool_call_id == "toolu_01A" and s2.tokens_out == 58
     assert a2["finish_reason"] == "tool_use" and a2["tool_calls"][0]["name"] == "get_time"
@@ -119,7 +119,7 @@ def test_openai_chat_and_responses_and_non_streamed_calls(tmp_path: Path) -> Non
     assert got == [200, 200, 200]
     assert df.stage.tolist() == ["S1", "S2", "S1", "S6", "S1", "S6"]
     assert df.tokens_in.dropna().tolist() == [1412, 480, 2006]
-    assert attrs(df.iloc[0])["cache_read_tokens"] == 1280
+    assert df.iloc[0]["cache_read_tokens"] == 1280
     assert attrs(df.iloc[1])["tool_call_ids"] == ["call_A1", "call_B2"]
     assert attrs(df.iloc[3])["request_id"] == "req_abc"
     assert set(df.provider) == {"openai"} and df.iloc[4].tokenizer == "o200k_base"

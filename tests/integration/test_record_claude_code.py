@@ -130,7 +130,8 @@ def test_claude_code_end_to_end(tmp_path: Path, tool_search: bool) -> None:
         origins = row[["in_system", "in_schemas", "in_user", "in_history", "in_tool_results"]].sum()
         assert row.tokens_in == reported == origins
         attrs = json.loads(row["attrs"])
-        assert attrs["cache_read_tokens"] == usage["cache_read_input_tokens"]
+        assert row.cache_read_tokens == usage["cache_read_input_tokens"]
+        assert row.cache_write_tokens == usage["cache_creation_input_tokens"]
         assert attrs["tokens_in_estimate"] > 0 and row.token_source == "provider"
 
     # deferred tools: outside the prompt until ToolSearch loads one

@@ -82,15 +82,35 @@ def test_c_cust_anthropic_records_provider_usage(tmp_path: Path) -> None:
     assert attrs["tokens_in_estimate"] > 0 and attrs["origin_scale"] == round(
         672 / attrs["tokens_in_estimate"], 6
     )
-    assert '"tokens_in_estimate"' in s1["attrs"] and '"cache_write_tokens":200' in s1["attrs"].replace(
-        " ", ""
-    )
+    assert '"tokens_in_estimate"' in s1["attrs"] and s1["cache_write_tokens"] == 200
     assert s1["tokenizer"] == "approx:claude"
     s6 = df[df["stage"].astype(str) == "S6"].iloc[0]
     assert s6["tokens_out"] == 41
     s4 = df[df["stage"].astype(str) == "S4"].iloc[0]
     assert s4["server"] == "echo" and s4["status"] == "ok" and s4["footprint_tokens"] > 0
     assert df[df["stage"].astype(str) == "S2"].iloc[0]["tool_call_id"] == s4["tool_call_id"]
+    # cost and cache (docs/accounting.md, "Cost"): the first call wrote 200 tokens to the cache, the second read 128
+    rep = pa.report(out)
+    assert {"cost", "cache", "schema_tax"} <= set(rep.tables)
+    cache = rep.tables["cache"].set_index("origin")
+    assert cache["cache_write"].sum() == 200 and cache["cache_read"].sum() == 128
+    leading = cache[(cache["cache_read"] > 0) | (cache["cache_write"] > 0)].index
+    assert set(leading) <= {"schemas", "system"}, (
+        "a cache covers the prompt's prefix: tool definitions, system"
+    )
+    tax = rep.tables["schema_tax"].set_index(
+        "schema"
+    )  # the echo server's three tool definitions, on both calls
+    assert set(tax.index) == {"echo/echo", "echo/reverse", "echo/word_count"} and set(tax["calls"]) == {2}
+    echo = tax.loc[
+        "echo/echo"
+    ]  # first in the prompt: written by call 1, read by call 2 (one write, N-1 reads)
+    assert echo["cache_writes"] > 0 and echo["cache_reads"] > 0 and echo["billed_usd"] < echo["no_cache_usd"]
+    last = tax.loc["echo/word_count"]  # past the cached prefix: billed as uncached input both times
+    assert last["cache_reads"] == last["cache_writes"] == 0 and last["billed_usd"] == last["no_cache_usd"]
+    assert echo["deferred_usd"] > 0 and last["deferred_usd"] == 0  # never called: deferred, it is never sent
+    costs = pa.call_costs(df)
+    assert costs["total_usd"].notna().all() and len(costs) == 2
 
 
 @pytest.mark.servers

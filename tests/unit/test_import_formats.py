@@ -125,7 +125,7 @@ def test_claude_code_folder_usage_dedup_and_subagents() -> None:
     assert outs == [123, 40, 50]  # final usage per message id, not 3+123 / 2+50
     s1 = main[0]
     assert s1.tokens_in == 8 + 1000 + 2000 and s1.token_source.value == "provider"
-    assert s1.attrs["cache_read_tokens"] == 2000
+    assert (s1.cache_read_tokens, s1.cache_write_tokens) == (2000, 1000)
     # what the export does not show (system prompt, tool schemas) is a system part, not spread over the rest
     unobserved = next(p for p in s1.parts or [] if p.key == "unobserved")
     assert unobserved.origin.value == "system"

@@ -102,7 +102,7 @@ def test_openai_sdk_two_rounds_with_join(rec: Recorder) -> None:
         s1["in_system"] + s1["in_schemas"] + s1["in_user"] + s1["in_history"] + s1["in_tool_results"] == 412
     )
     assert s1["in_schemas"] > 0 and s1["in_user"] > 0 and s1["in_tool_results"] == 0
-    assert s1["attrs"]["tokens_in_estimate"] > 0 and s1["attrs"]["cache_read_tokens"] == 256
+    assert s1["attrs"]["tokens_in_estimate"] > 0 and s1["cache_read_tokens"] == 256
     assert s1["timing_quality"] == "none" and s1["latency_ms"] is None
     assert s2["tokens_out"] == 23 and s2["tool_call_id"] == "call_42" and s2["tool"] == "echo"
     assert s2["latency_ms"] > 0 and s2["provider"] == "127.0.0.1"  # an OpenAI-compatible server, not OpenAI
@@ -137,7 +137,7 @@ def test_anthropic_sdk_patched_classwide(rec: Recorder) -> None:
     s1, s2 = _events(rec)
     assert (s1["stage"], s2["stage"]) == ("S1", "S2")
     assert s1["tokens_in"] == 472 + 100 + 20  # input + cache read + cache write
-    assert s1["attrs"]["cache_write_tokens"] == 20
+    assert (s1["cache_write_tokens"], s1["cache_read_tokens"]) == (20, 100)
     assert s2["tool_call_id"] == "toolu_01" and s2["tokens_out"] == 41
     assert _join.join.take("echo", {"text": "x"}) == "toolu_01"
 
@@ -334,7 +334,7 @@ def test_anthropic_async_stream_recorded(rec: Recorder) -> None:
         assert asyncio.run(run(stub.url)) == "Hello"
     s1, s6 = _events(rec)
     assert s6["stage"] == "S6" and s6["tokens_out"] == 5 and s6["resp_preview"] == "Hello"
-    assert s1["tokens_in"] == 57 and s1["attrs"]["cache_read_tokens"] == 7
+    assert s1["tokens_in"] == 57 and s1["cache_read_tokens"] == 7
     assert s1["latency_ms"] is not None and s6["latency_ms"] is not None
 
 

@@ -84,7 +84,7 @@ def test_llm_call_provider_usage_is_ground_truth_and_prefill_is_clamped() -> Non
     ]
     assert s1.attrs is not None and s1.attrs["tokens_in_estimate"] == local
     assert s1.attrs["origin_scale"] == round(1000 / local, 6) and s1.attrs["usage"] == {"x": 1}
-    assert (s1.attrs["cache_read_tokens"], s1.attrs["cache_write_tokens"]) == (900, 50)
+    assert (s1.cache_read_tokens, s1.cache_write_tokens) == (900, 50) and "cache_read_tokens" not in s1.attrs
     assert s1.attrs["content"] == "h-prompt" and captured["prompt"] == "What time is it in Tokyo?"
     # the prefill (the server's 250 ms) exceeds the measured 100 ms call: clamped, output gets the rest (0)
     assert s1.latency_ms == 100.0 and s1.timing_quality is TimingQuality.EXACT and s6.latency_ms == 0.0

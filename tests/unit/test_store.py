@@ -17,7 +17,7 @@ import pytest
 
 import promcp.analysis as pa_
 from promcp.errors import NotATraceError, PromcpWarning, SchemaVersionError
-from promcp.events import Event, Stage
+from promcp.events import SCHEMA_VERSION, Event, Stage
 from promcp.recorder import Recorder
 from promcp.store import discover, read_journal
 from promcp.store.journal import JOURNAL_DIR
@@ -40,7 +40,7 @@ def test_recorder_round_trip_and_layout(tmp_path: Path) -> None:
     ]
     assert not list((tmp_path / JOURNAL_DIR).glob("*.jsonl")), "the journal is removed once finalized"
     meta = pq.read_schema(files[0]).metadata
-    assert meta[b"promcp.schema_version"] == b"1"
+    assert meta[b"promcp.schema_version"] == str(SCHEMA_VERSION).encode()
     df = pa_.load(tmp_path)
     assert list(df["seq"]) == list(range(10))
     assert list(df["footprint_tokens"]) == list(range(10))
@@ -185,7 +185,7 @@ def test_journal_header_is_json_with_schema_version(tmp_path: Path) -> None:
     rec = Recorder(tmp_path, run_id="hdr", meta={"benchmark_file": "b.yaml"})
     rec.close(finalize_run=False)
     header = json.loads((tmp_path / JOURNAL_DIR / "hdr.jsonl").read_text().splitlines()[0])
-    assert header["schema_version"] == 1 and header["meta"] == {"benchmark_file": "b.yaml"}
+    assert header["schema_version"] == SCHEMA_VERSION and header["meta"] == {"benchmark_file": "b.yaml"}
 
 
 def test_readers_never_finalize_a_run_still_recording(tmp_path: Path) -> None:
@@ -233,3 +233,28 @@ def test_emit_later_waits_for_quiet_but_flush_and_close_build_everything(tmp_pat
     path = rec.close()
     assert path is not None and pq.read_table(path).num_rows == 9
     assert sorted(pq.read_table(path).column("seq").to_pylist()) == list(range(9))
+
+
+def test_a_dataset_written_by_schema_v1_loads_with_the_new_columns_null(tmp_path: Path) -> None:
+    """Schema v2 added the cache split and reasoning columns: a v1 file (as the previous promcp wrote it: no such
+    columns, ``promcp.schema_version`` 1, cache counts in attrs) loads, reports, and the new columns are null."""
+    from promcp.analysis import report
+
+    with Recorder(tmp_path / "new", topology="c-cust", run_id="old1") as rec:
+        rec.emit(Event(stage=Stage.S1, task_id="t", round=1, tokens_in=100, model="claude-sonnet-4-5"))
+        rec.emit(Event(stage=Stage.S6, task_id="t", round=1, tokens_out=5, model="claude-sonnet-4-5"))
+    new = next((tmp_path / "new").rglob("events.parquet"))
+    table = pq.read_table(new)
+    v2_only = ["cache_read_tokens", "cache_write_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens"]
+    v2_only.append("reasoning_tokens")
+    old = table.drop_columns(v2_only)
+    meta = dict(old.schema.metadata)
+    meta[b"promcp.schema_version"] = b"1"
+    dest = tmp_path / "old" / new.relative_to(tmp_path / "new")
+    dest.parent.mkdir(parents=True)
+    pq.write_table(old.replace_schema_metadata(meta), dest)
+    df = pa_.load(tmp_path / "old")
+    assert len(df) == 2 and all(df[c].isna().all() for c in v2_only)
+    assert str(df["cache_read_tokens"].dtype) == "Int64"
+    rep = report(tmp_path / "old", sections=["phases"])
+    assert rep.tasks == 1

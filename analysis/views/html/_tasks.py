@@ -67,6 +67,8 @@ EVENT_COLUMNS: Final = (
     "error_type",
     "model",
     "context_window",
+    "cache_read_tokens",
+    "cache_write_tokens",
     *(f"in_{o}" for o in ORIGINS),
     "attrs",
 )
@@ -338,7 +340,10 @@ def _context(groups: dict[int, list[dict[str, Any]]]) -> tuple[pd.DataFrame, pd.
                 )  # fmt: skip
             a = attrs_of(r["attrs"])
             unseen = [o for o in ORIGINS if a.get(f"{o}_observable") is False]
-            read, write = number(a.get("cache_read_tokens")), number(a.get("cache_write_tokens"))
+            # columns since schema v2; older files kept them in attrs
+            read, write = number(r["cache_read_tokens"]), number(r["cache_write_tokens"])
+            if read is None and write is None:
+                read, write = number(a.get("cache_read_tokens")), number(a.get("cache_write_tokens"))
             if total is not None and (read is not None or write is not None):
                 for part, v in (
                     ("cache read", read or 0.0),
