@@ -41,6 +41,7 @@ __all__ = [
     "cache_split",
     "call_costs",
     "cost_by_phase",
+    "input_rates",
     "load_prices",
     "prefix_split",
     "schema_tax",
@@ -152,6 +153,31 @@ def table_rates(model: str, provider: str | None = None) -> Rates | None:
     except LookupError:
         return None
     return Rates(input=base, output=out, cache_read=read, cache_write=write)
+
+
+def input_rates(
+    row: Mapping[str, Any], cache: dict[str, Rates | None] | None = None
+) -> tuple[float, float] | None:
+    """US dollars per input token of one LLM input event: (at the plain input rate, as actually billed — the
+    call's input cost over its input tokens, cache reads and writes included); None without a price."""
+    if str(row.get("topology")) == Topology.L_CUST.value:
+        return None
+    model, tokens = _clean(row.get("model")), _int(row.get("tokens_in"))
+    if model is None or not tokens:
+        return None
+    cache = {} if cache is None else cache
+    if model not in cache:
+        cache[model] = table_rates(model, _clean(row.get("provider")))
+    rate = cache[model]
+    if rate is None:
+        return None
+    plain = rate.input * _PER_TOKEN
+    read_raw, write_raw = row.get("cache_read_tokens"), row.get("cache_write_tokens")
+    if read_raw is None or pd.isna(read_raw):
+        return plain, plain  # no cache split: billed as plain input
+    read, write = _int(read_raw), _int(write_raw)
+    billed = rate.price(max(tokens - read - write, 0), read, write, 0)[0]
+    return plain, billed / tokens
 
 
 def call_costs(events: pd.DataFrame, prices: Mapping[str, Rates] | None = None) -> pd.DataFrame:

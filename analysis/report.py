@@ -18,7 +18,7 @@ import pandas as pd
 from promcp import tokenizers as _tokenizers
 from promcp.analysis.cost import PRICE_TABLE, Rates, cache_split, call_costs, cost_by_phase, schema_tax
 from promcp.analysis.engine import IMPLICIT_TASK, Events, as_arrow, complete, ident, query, select
-from promcp.analysis.load import load_content
+from promcp.analysis.load import attrs_of, load_content
 from promcp.analysis.tables import (
     FACT_COLUMNS,
     PHASES,
@@ -283,7 +283,32 @@ def _cost_section(
     if len(calls):
         note += f"; total ${calls['total_usd'].sum(min_count=1) or 0:,.4f}"
     out.note("cost", note)
+    _reconcile(out, events, calls)
     return table
+
+
+def _reconcile(out: Report, events: Events, calls: pd.DataFrame) -> None:
+    """promcp's price next to what the client itself reported for the same calls (Claude Code ``costUSD``)."""
+    if "attrs" not in as_arrow(events).column_names:
+        return
+    found = query(
+        "SELECT CAST(run_id AS VARCHAR) AS run_id, CAST(task_id AS VARCHAR) AS task_id, round, attrs FROM ev "
+        "WHERE stage IN ('S2', 'S6') AND attrs LIKE '%client_cost_usd%'",
+        events,
+    )
+    if found.empty:
+        return
+    found["client_usd"] = [attrs_of(a).get("client_cost_usd") for a in found["attrs"]]
+    merged = found.merge(calls, on=["run_id", "task_id", "round"], how="left")
+    ours = merged["total_usd"].sum(min_count=1)
+    theirs = float(merged["client_usd"].sum())
+    ours_text = "no price" if pd.isna(ours) else f"${ours:,.4f}"
+    diff = "" if pd.isna(ours) else f" (difference ${ours - theirs:+,.4f})"
+    out.note(
+        "cost",
+        f"the client reported ${theirs:,.4f} for {len(merged)} of these call(s); promcp prices them at "
+        f"{ours_text}{diff}",
+    )
 
 
 def _task_notes(out: Report, all_tasks: pd.DataFrame, overflow: int) -> None:

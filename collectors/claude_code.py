@@ -100,6 +100,12 @@ class _Session:
             self._user(message.get("content"), ts, number)
         elif kind == "assistant":
             self._assistant(message, ts, number)
+            cost = line.get(
+                "costUSD"
+            )  # what Claude Code itself charged for the message (some versions write it)
+            if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+                call = self.calls[as_text(message.get("id")) or f"line{number}"]
+                call.attrs["client_cost_usd"] = max(float(cost), call.attrs.get("client_cost_usd", 0.0))
         elif kind == "system" and line.get("subtype") == "turn_duration" and self.task is not None:
             ms = line.get("durationMs")
             if isinstance(ms, int | float) and not isinstance(ms, bool):

@@ -20,6 +20,8 @@ COLUMNS = [
     Column("hidden_pct", "hidden %", "percent", 1),
     Column("routing_ms_mean", "route ms", "number", 1),
     Column("routing_ms_p95", "p95 ms", "number", 1),
+    Column("saved_usd", "saved $", "number", 4),
+    Column("saved_usd_cached", "saved $ cached", "number", 4),
 ]
 #: Facts of ``meta`` shown under the table when present.
 FACTS = ("n_tools", "queries", "queries_file", "llm_calls", "zero_baseline_turns", "skipped")
@@ -44,11 +46,13 @@ def whatif_document(result: WhatifResult, notes: list[str] | None = None) -> Doc
         if meta.get("mode") == "dataset" and not meta.get("llm_calls")
         else "no turns could be costed (see the notes)"
     )
+    dollars = {"saved_usd", "saved_usd_cached"}
+    priced = any(r.get(k) is not None and r.get(k) == r.get(k) for r in rows for k in dollars)
     doc.add(
         Table(
             "summary",
             "Tokens per turn under each strategy (full = as recorded)",
-            COLUMNS,
+            COLUMNS if priced else [c for c in COLUMNS if c.key not in dollars],
             rows,
             empty=reason,
             source="summary",
@@ -61,6 +65,11 @@ def whatif_document(result: WhatifResult, notes: list[str] | None = None) -> Doc
         doc.notes.append(
             f"{meta['zero_baseline_turns']} turn(s) whose recorded input has 0 tokens are left out of cut % "
             "(nothing to cut)"
+        )
+    if priced:
+        doc.notes.append(
+            "saved $: input dollars saved without prompt caching; saved $ cached: with it (a strategy that changes "
+            "the tool list per call breaks the cached prefix and pays plain input; docs/whatif.md)"
         )
     doc.notes += notes or []
     return doc

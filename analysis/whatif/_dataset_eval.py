@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from promcp.analysis.cost import input_rates
 from promcp.analysis.load import attrs_of
 from promcp.analysis.whatif import strategies as st
 from promcp.analysis.whatif._catalog_eval import hits, payloads, static_payloads
@@ -112,6 +113,7 @@ def evaluate_dataset(
     rows: list[dict[str, Any]] = []
     skipped: dict[str, int] = {}
     routers: dict[tuple[str, ...], Router] = {}
+    price_cache: dict[str, Any] = {}
 
     def skip(name: str) -> None:
         skipped[name] = skipped.get(name, 0) + 1
@@ -161,6 +163,8 @@ def evaluate_dataset(
             expected = frozenset(called.get(int(ev["round"]), set()))
             base = int(ev["tokens_in"]) if pd.notna(ev["tokens_in"]) else 0
             common = {"run_id": run_id, "task": task_id, "round": int(ev["round"]), "tokenizer": name}
+            rates = input_rates(ev.to_dict(), price_cache)
+            common["plain_rate"], common["billed_rate"] = rates if rates is not None else (None, None)
             rows.append(
                 {
                     **common,
@@ -247,4 +251,24 @@ def evaluate_dataset(
         "hits",
         "routing_ms",
     ]
-    return DatasetResult(pd.DataFrame(rows, columns=columns), skipped)
+    frame = pd.DataFrame(rows, columns=[*columns, "plain_rate", "billed_rate"])
+    return DatasetResult(_with_dollars(frame)[[*columns, *DOLLAR_COLUMNS]], skipped)
+
+
+#: Dollar columns of a what-if turn (null when the call has no price: a local model, an unknown one).
+DOLLAR_COLUMNS = ("usd", "full_usd", "usd_cached", "full_usd_cached")
+
+
+def _with_dollars(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each turn's input in US dollars, without caching (every token at the input rate) and with it. With caching,
+    the recorded call is what was billed; a strategy that keeps the prompt's prefix (slimmed or deduplicated
+    schemas: the same tool list on every call; filtered results: after the prefix) keeps that call's billed rate
+    per token; a strategy that changes the tool list per call (routing, search tool, two-phase) breaks the cached
+    prefix (tool definitions lead the prompt), so its tokens are billed as plain input."""
+    plain, billed = frame["plain_rate"].astype("float64"), frame["billed_rate"].astype("float64")
+    breaks = frame["strategy"].isin(list(st.ROUTED))
+    frame["usd"] = frame["tokens"] * plain
+    frame["full_usd"] = frame["full_tokens"] * plain
+    frame["usd_cached"] = frame["tokens"] * billed.where(~breaks, plain)
+    frame["full_usd_cached"] = frame["full_tokens"] * billed
+    return frame

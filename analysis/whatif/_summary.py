@@ -17,6 +17,8 @@ SUMMARY_COLUMNS = [
     "hidden_pct",
     "routing_ms_mean",
     "routing_ms_p95",
+    "saved_usd",
+    "saved_usd_cached",
 ]
 
 
@@ -30,6 +32,8 @@ def summarize(turns: pd.DataFrame, order: list[str] | None = None) -> pd.DataFra
     * ``reduction_pct``: mean over turns of ``1 - tokens / full_tokens`` (tool-rot's "avg token reduction"), over
       the turns whose baseline has tokens (a 0-token baseline has no reduction to speak of; None if none has);
     * ``saved_total``: cumulative re-send savings, ``sum(full_tokens - tokens)`` over every call;
+    * ``saved_usd`` / ``saved_usd_cached``: the same savings in US dollars of input, without and with prompt
+      caching (over the turns with a price; None when none has: local models, catalogs);
     * ``recall_pct``: expected tool calls left visible / expected tool calls (Recall@K for routed strategies);
       ``hidden_pct`` is its complement, the share of tool calls the strategy would have hidden from the model.
     """
@@ -61,6 +65,16 @@ def summarize(turns: pd.DataFrame, order: list[str] | None = None) -> pd.DataFra
                 "hidden_pct": None if recall is None else 100.0 - recall,
                 "routing_ms_mean": float(g.loc[routed, "routing_ms"].mean()) if routed.any() else None,
                 "routing_ms_p95": float(g.loc[routed, "routing_ms"].quantile(0.95)) if routed.any() else None,
+                "saved_usd": _saved(g, "full_usd", "usd"),
+                "saved_usd_cached": _saved(g, "full_usd_cached", "usd_cached"),
             }
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _saved(turns: pd.DataFrame, full: str, strategy: str) -> float | None:
+    """``sum(full - strategy)`` in US dollars over the priced turns; None when no turn has a price."""
+    if full not in turns or strategy not in turns:
+        return None
+    priced = turns[full].notna() & turns[strategy].notna()
+    return float((turns.loc[priced, full] - turns.loc[priced, strategy]).sum()) if priced.any() else None

@@ -111,6 +111,15 @@ def test_c_cust_anthropic_records_provider_usage(tmp_path: Path) -> None:
     assert echo["deferred_usd"] > 0 and last["deferred_usd"] == 0  # never called: deferred, it is never sent
     costs = pa.call_costs(df)
     assert costs["total_usd"].notna().all() and len(costs) == 2
+    # the what-if in dollars: slimming keeps the cached prefix, routing (top-k) breaks it
+    from promcp.analysis.whatif import whatif_dataset
+
+    what = whatif_dataset(out, scorer="bm25", strategies=["slim", "topk"], k=1).summary.set_index("strategy")
+    assert what.at["full", "saved_usd"] == 0 and what.at["full", "saved_usd_cached"] == 0
+    slim, topk = what.loc["slim"], what.loc["topk"]
+    assert slim["saved_total"] > 0 and 0 < slim["saved_usd_cached"] < slim["saved_usd"]
+    # top-1 of 3 tools saves tokens, but the calls lose their cached prefix: less saved with caching than without
+    assert topk["saved_total"] > 0 and topk["saved_usd_cached"] < topk["saved_usd"]
 
 
 @pytest.mark.servers

@@ -127,3 +127,25 @@ def test_claude_code_exports_cache_columns_equal_the_usage_and_are_priced(tmp_pa
     costs = call_costs(df)
     assert costs["total_usd"].notna().all() and (costs["total_usd"] > 0).all()
     assert any(PRICE_TABLE in n for n in rep.table_notes["cost"])
+
+
+def test_the_clients_own_cost_is_shown_beside_promcps(tmp_path: Path) -> None:
+    """Claude Code writes ``costUSD`` on assistant lines in some versions: the importer keeps it (the largest per
+    message, like the usage) and the cost table's note puts promcp's price beside it."""
+    src = Path(__file__).parent.parent / "fixtures" / "exports" / "claude-code-project" / "sess1.jsonl"
+    lines = []
+    for raw in src.read_text().splitlines():
+        line = json.loads(raw)
+        if line.get("type") == "assistant":
+            line["costUSD"] = 0.01
+        lines.append(json.dumps(line))
+    session = tmp_path / "sess.jsonl"
+    session.write_text("\n".join(lines) + "\n")
+    import_path(session, tmp_path / "ds")
+    df = pa.load(tmp_path / "ds")
+    outputs = df[df["stage"].isin(["S2", "S6"])]
+    client = [json.loads(a).get("client_cost_usd") for a in outputs["attrs"]]
+    assert client and all(c == 0.01 for c in client)
+    rep = report(tmp_path / "ds", sections=["cost"], include_incomplete=True)
+    [note] = [n for n in rep.table_notes["cost"] if "the client reported" in n]
+    assert f"${0.01 * len(client):,.4f} for {len(client)} of these call(s)" in note and "difference $" in note
