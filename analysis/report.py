@@ -280,8 +280,9 @@ def _cost_section(
     if not priced.all():
         reasons = calls.loc[~priced, "reason"].value_counts()
         note += "; no price: " + "; ".join(f"{n} × {r}" for r, n in reasons.items())
-    if len(calls):
-        note += f"; total ${calls['total_usd'].sum(min_count=1) or 0:,.4f}"
+    total = calls["total_usd"].sum(min_count=1)
+    if pd.notna(total):
+        note += f"; total ${total:,.4f}"
     out.note("cost", note)
     _reconcile(out, events, calls)
     return table

@@ -198,10 +198,14 @@ class Builder:
             "token_source": self.tok.source,
         }
         attrs: dict[str, Any] = {"mcp": use.mcp, "client_name": use.name, **use.attrs}
+        # telemetry gives sizes, not texts: bytes as reported, tokens unknown
+        seen = use.attrs.get("texts_observed") is not False
         yield Event(
             stage=Stage.S3,
-            footprint_tokens=self.count(use.arguments),
-            footprint_bytes=len(use.arguments.encode("utf-8", "replace")),
+            footprint_tokens=self.count(use.arguments) if seen else None,
+            footprint_bytes=len(use.arguments.encode("utf-8", "replace"))
+            if seen
+            else use.attrs.get("arguments_bytes"),
             req_preview=use.arguments or None,
             attrs=attrs,
             **who,
@@ -220,12 +224,14 @@ class Builder:
             )
             return
         result_attrs = dict(attrs)
-        if self.put_text:
+        if self.put_text and seen:
             result_attrs["content"] = self.put_text("result", use.result)
         yield Event(
             stage=Stage.S4,
-            footprint_tokens=self.count(use.result),
-            footprint_bytes=len(use.result.encode("utf-8", "replace")),
+            footprint_tokens=self.count(use.result) if seen else None,
+            footprint_bytes=len(use.result.encode("utf-8", "replace"))
+            if seen
+            else use.attrs.get("result_bytes"),
             resp_preview=use.result or None,
             status=Status.ERROR if use.is_error else Status.OK,
             error_type=(str(use.attrs.get("error_type") or "is_error") if use.is_error else None),

@@ -11,11 +11,12 @@ FORMATS: dict[str, tuple[str, str]] = {
     "claude-ai": ("approx:claude", "anthropic"),
     "chatgpt": ("o200k_base", "openai"),
     "claude-code": ("approx:claude", "anthropic"),
+    "otlp": ("approx:claude", "anthropic"),
 }
 
 
 def detect_format(path: Path) -> str:
-    """``claude-ai``, ``chatgpt`` or ``claude-code``; ImportFormatError (naming the file) when nothing fits."""
+    """``claude-ai``, ``chatgpt``, ``claude-code`` or ``otlp``; ImportFormatError (naming the file) when nothing fits."""
     if path.is_dir():
         if any(path.rglob("*.jsonl")):
             return "claude-code"
@@ -32,6 +33,8 @@ def detect_format(path: Path) -> str:
         return "claude-ai"
     if '"mapping"' in text:
         return "chatgpt"
+    if '"resourceLogs"' in text or '"resourceSpans"' in text or '"resourceMetrics"' in text:
+        return "otlp"
     if '"sessionId"' in text or '"parentUuid"' in text:
         return "claude-code"
     raise ImportFormatError(

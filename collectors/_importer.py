@@ -56,6 +56,29 @@ def input_files(path: Path, fmt: str) -> list[Path]:
     return [path]
 
 
+def _otlp_conversations(
+    reader: Any, problems: Problems, progress: Progress | None, done: list[int]
+) -> Iterator[Conversation]:
+    """A Collector ``file`` exporter output: one OTLP JSON export request per line (collectors/otlp.py)."""
+    from promcp.collectors import otlp
+
+    sessions = otlp.ClaudeCodeSessions()
+    for number, doc in iter_jsonl(reader, problems):
+        done[1] += 1
+        try:
+            requests = list(otlp.file_requests(doc))
+        except ImportFormatError as exc:
+            problems.add("bad_line", f"not an OTLP export request: {exc}", line=number)
+            continue
+        for kind, request in requests:
+            if kind == "logs":
+                for record in otlp.log_records(request):
+                    yield from sessions.add(record)
+        if progress:
+            progress(done[0], done[1])
+    yield from sessions.flush()
+
+
 def _file_conversations(
     file: Path, fmt: str, problems: Problems, progress: Progress | None, done: list[int]
 ) -> Iterator[Conversation]:
@@ -67,6 +90,9 @@ def _file_conversations(
 
     with file.open("rb") as raw:
         reader = SanitizedReader(raw, problems, file.name, on_bytes)
+        if fmt == "otlp":
+            yield from _otlp_conversations(reader, problems, progress, done)
+            return
         if fmt == "claude-code":
             conv = claude_code.parse_session(iter_jsonl(reader, problems), problems, file)
             done[1] += 1

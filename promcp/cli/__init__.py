@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "finalize",
     "proxy",
     "record",
+    "collect",
 )
 #: Commands a client starts once per server and waits for: only their own module is imported (the others pull
 #: in pandas and DuckDB, seconds of start-up per server).

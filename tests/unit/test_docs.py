@@ -96,6 +96,12 @@ SKIP: dict[str, str] = {
     "promcp import ../shared/data/exports/claude-code-codemie-4c2ddfdc-parallel-tools.jsonl --out traces/cc "
     "--quiet": "reads ../shared beside the repository (test_cost imports the same exports)",
     "promcp report traces/cc --section cost --section cache": "needs the import above (test_cost: the same tables)",
+    "promcp collect": "a long-running receiver (test_collect runs it on loopback with real Claude Code)",
+    "promcp collect --listen 127.0.0.1:4318 --out traces/fleet --rotate 3600 --idle 30": "a long-running receiver",
+    "promcp import otel-logs.jsonl --out traces/fleet": "placeholder: your Collector's file (test_collect)",
+    "CLAUDE_CODE_ENABLE_TELEMETRY=1 OTEL_LOGS_EXPORTER=otlp OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf "
+    "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_LOG_TOOL_DETAILS=1 claude": "interactive Claude Code "
+    "against the real API (test_collect: the same variables, offline)",
 }
 
 

@@ -1,0 +1,106 @@
+"""``promcp collect``: receive OTLP/HTTP from agents (Claude Code's telemetry today) into a dataset (docs/collect.md)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from promcp.cli._common import add_content_options, stderr
+from promcp.errors import ConfigError
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "collect",
+        help="receive OTLP/HTTP telemetry (Claude Code, OpenTelemetry Collector) into a dataset",
+        description="An OTLP/HTTP receiver (POST /v1/logs, /v1/traces, /v1/metrics; protobuf or JSON; gzip). "
+        "Claude Code's telemetry becomes LLM calls and tool calls (topology c-ots) as each prompt finishes; "
+        "Ctrl-C or SIGTERM finalizes the dataset. Point an agent at it with OTEL_EXPORTER_OTLP_ENDPOINT="
+        "http://127.0.0.1:4318. See docs/collect.md.",
+    )
+    p.add_argument(
+        "--listen", default="127.0.0.1:4318", help="HOST:PORT to listen on (default 127.0.0.1:4318)"
+    )
+    p.add_argument("--out", type=Path, default=Path("traces"), help="dataset directory (default traces/)")
+    p.add_argument(
+        "--rotate",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="finalize the current run and start a new one every SECONDS (long-running collection)",
+    )
+    p.add_argument(
+        "--idle",
+        type=float,
+        metavar="SECONDS",
+        default=30.0,
+        help="a prompt that received nothing for SECONDS is recorded (default 30)",
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="listen on an address other than loopback (no TLS, no auth)",
+    )
+    add_content_options(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from promcp.cli.proxy_llm import parse_listen
+    from promcp.collect import Collector
+    from promcp.proxy._http import is_loopback
+
+    host, port = parse_listen(args.listen)
+    if not is_loopback(host) and not args.allow_remote:
+        raise ConfigError(
+            f"{host} is not a loopback address: add --allow-remote to listen there", key="--listen"
+        )
+    if args.rotate is not None and args.rotate <= 0:
+        raise ConfigError("must be a number of seconds > 0", key="--rotate")
+    err = stderr()
+    try:
+        collector = Collector(
+            args.out,
+            host=host,
+            port=port,
+            rotate_s=args.rotate,
+            idle_s=args.idle,
+            content=args.content,
+            max_content_bytes=args.max_content_bytes,
+            say=lambda text: err.print(text, highlight=False, markup=False, soft_wrap=True),
+        )
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", key="--listen") from None
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    collector.start()
+    h, p = collector.address
+    err.print(
+        f"promcp collect: listening on http://{h}:{p} (OTLP/HTTP: /v1/logs, /v1/traces, /v1/metrics); "
+        f"dataset {args.out}; Ctrl-C to stop",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    while not stop.wait(0.5):
+        pass
+    stats = collector.stop()
+    requests = ", ".join(f"{n} {k}" for k, n in sorted(stats.requests.items())) or "none"
+    rejected = ", ".join(f"{n} × {s}" for s, n in sorted(stats.rejected.items())) or "none"
+    err.print(
+        f"promcp collect: requests {requests}; rejected {rejected}; {stats.records} log record(s) → "
+        f"{stats.events} event(s) in {stats.tasks} task(s); {stats.spans} span(s) and {stats.metrics} metric(s) "
+        f"not mapped; {len(stats.runs)} run(s) written",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    return 0

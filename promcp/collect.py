@@ -1,0 +1,268 @@
+"""``promcp collect``: an OTLP/HTTP receiver that turns what agents export into promcp events.
+
+``POST /v1/logs``, ``/v1/traces``, ``/v1/metrics`` with ``application/x-protobuf`` or ``application/json`` bodies,
+gzip or not — what every OpenTelemetry SDK exporter and the OpenTelemetry Collector's ``otlphttp`` exporter send.
+Requests are decoded and mapped by :mod:`promcp.collectors.otlp` (the same mapping ``promcp import --format otlp``
+uses for the Collector's ``file`` exporter) and the events are built by the importers' builder, so a collected
+session and an imported one are the same events.
+
+Answers: 200 with an empty export response in the request's encoding; 400 with the reason for a body that does not
+decode; 413 for a body over the limit; 415 for another content type; 404 for another path; and **503 with
+``Retry-After``** when the recording worker is behind (the queue of decoded requests is full). OTLP exporters retry
+on 503, so a burst is slowed down, never dropped. Bad input only affects its own request.
+
+Events are journaled as each prompt finishes: at the session's next prompt, after ``idle_s`` without news from it,
+at a rotation and at exit. Every ``rotate_s`` the current run is finalized into Parquet and a new one begins, so a
+long-running collector yields readable runs. SIGINT / SIGTERM finalize.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Final
+
+from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+
+__all__ = ["Collector", "CollectorStats"]
+
+SOURCE: Final = "otlp:claude-code"
+DEFAULT_MAX_BODY: Final = 64 * 1024 * 1024
+
+
+@dataclass
+class CollectorStats:
+    """What the receiver saw (printed at exit)."""
+
+    requests: dict[str, int] = field(default_factory=dict)  # kind → accepted requests
+    rejected: dict[int, int] = field(default_factory=dict)  # HTTP status → requests
+    records: int = 0
+    spans: int = 0
+    metrics: int = 0
+    events: int = 0
+    tasks: int = 0
+    runs: list[Path] = field(default_factory=list)
+
+
+class Collector:
+    """The receiver: an HTTP server on loopback, a bounded queue, one recording worker."""
+
+    def __init__(
+        self,
+        out: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 4318,
+        rotate_s: float | None = None,
+        idle_s: float = 30.0,
+        queue_size: int = 256,
+        max_body: int = DEFAULT_MAX_BODY,
+        content: str = DEFAULT_CONTENT,
+        max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
+        say: Callable[[str], None] = lambda _text: None,
+    ) -> None:
+        from promcp.collectors import otlp
+
+        self.out = Path(out)
+        self.rotate_s, self.idle_s = rotate_s, idle_s
+        self.max_body = max_body
+        self.content, self.max_content_bytes = content, max_content_bytes
+        self.say = say
+        self.stats = CollectorStats()
+        self.sessions = otlp.ClaudeCodeSessions()
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        self._server.daemon_threads = True
+        self._recorder: Any = None
+        self._builder: Any = None
+        self._opened = 0.0
+        self._worker = threading.Thread(target=self._work, name="promcp-collect", daemon=True)
+        self._serving = threading.Thread(
+            target=self._server.serve_forever, name="promcp-collect-http", daemon=True
+        )
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def start(self) -> Collector:
+        self._worker.start()
+        self._serving.start()
+        return self
+
+    def stop(self) -> CollectorStats:
+        """Stop accepting, record what is queued and every open prompt, finalize the run."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._queue.put(None)
+        self._worker.join()
+        return self.stats
+
+    # -- the HTTP side (handler threads) ------------------------------------------------------------------------
+
+    def accept(self, path: str, body: bytes, content_type: str, encoding: str) -> tuple[int, bytes, str, str]:
+        """(status, body, content type, reason) of the answer to one POST."""
+        from promcp.collectors import otlp
+        from promcp.errors import ImportFormatError
+
+        kind = otlp.request_kind(path)
+        if kind is None:
+            return self._reject(404, f"no OTLP endpoint {path!r} (POST /v1/logs, /v1/traces or /v1/metrics)")
+        media = content_type.split(";", 1)[0].strip().lower()
+        if media not in ("application/x-protobuf", "application/json"):
+            return self._reject(415, f"content-type {media or 'none'!r}: send application/x-protobuf or json")
+        try:
+            request = otlp.decode_request(kind, body, media, encoding)
+        except otlp.RequestTooLarge as exc:
+            return self._reject(413, str(exc))
+        except ImportFormatError as exc:
+            return self._reject(400, str(exc))
+        try:
+            self._queue.put_nowait((kind, request))
+        except queue.Full:
+            return self._reject(503, "promcp collect is behind: retry later")
+        with self._lock:
+            self.stats.requests[kind] = self.stats.requests.get(kind, 0) + 1
+        if media == "application/json":
+            return 200, b"{}", "application/json", ""
+        return 200, b"", "application/x-protobuf", ""  # an empty Export*ServiceResponse
+
+    def _reject(self, status: int, reason: str) -> tuple[int, bytes, str, str]:
+        with self._lock:
+            self.stats.rejected[status] = self.stats.rejected.get(status, 0) + 1
+        body = json.dumps({"code": status, "message": reason}).encode()
+        return status, body, "application/json", reason
+
+    # -- the recording side (one worker thread) -----------------------------------------------------------------
+
+    def _open(self) -> None:
+        from promcp import tokenizers
+        from promcp.collectors._build import Builder
+        from promcp.recorder import Recorder
+
+        self._recorder = Recorder(
+            self.out,
+            topology="c-ots",
+            source=SOURCE,
+            meta={"collector": "promcp collect", "mapping": "claude-code telemetry"},
+            content=self.content,
+            max_content_bytes=self.max_content_bytes,
+        )
+        self._builder = Builder(
+            tokenizers.get("approx:claude"), provider="anthropic", put_text=self._recorder.put_text
+        )
+        self._opened = time.monotonic()
+
+    def _close(self) -> None:
+        if self._recorder is None:
+            return
+        path = None
+        if self._recorder.events:
+            path = self._recorder.close()
+        else:
+            self._discard()
+        if path is not None:
+            self.stats.runs.append(path)
+            self.say(f"finalized {path}")
+        self._recorder = None
+
+    def _discard(self) -> None:
+        self._recorder.close(finalize_run=False)
+        self._recorder.journal_path.unlink(missing_ok=True)  # a run with no event is not worth a file
+
+    def _record(self, conversations: list[Any]) -> None:
+        if not conversations:
+            return
+        if self._recorder is None:
+            self._open()
+        for conv in conversations:
+            for event in self._builder.events(conv):
+                self._recorder.emit(event)
+                self.stats.events += 1
+            self.stats.tasks += len(conv.tasks)
+
+    def _work(self) -> None:
+        from promcp.collectors import otlp
+
+        while True:
+            try:
+                item = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                item = ()
+            if item is None:
+                break
+            if item:
+                kind, request = item
+                if kind == "logs":
+                    for record in otlp.log_records(request):
+                        self.stats.records += 1
+                        self._record(self.sessions.add(record))
+                elif kind == "traces":
+                    self.stats.spans += sum(
+                        len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
+                    )
+                else:  # metrics duplicate the log events' counts (claude_code.token.usage): counted, not added
+                    self.stats.metrics += sum(
+                        len(sm.metrics) for rm in request.resource_metrics for sm in rm.scope_metrics
+                    )
+            self._record(self.sessions.idle(time.time_ns(), self.idle_s))
+            if (
+                self.rotate_s
+                and self._recorder is not None
+                and time.monotonic() - self._opened >= self.rotate_s
+            ):
+                self._close()
+        self._record(self.sessions.flush())
+        self._close()
+
+
+def _handler(collector: Collector) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "promcp-collect"
+
+        def do_POST(self) -> None:
+            try:
+                length = int(self.headers.get("content-length") or "")
+            except ValueError:
+                self._answer(*collector._reject(411, "a Content-Length header is required"))
+                return
+            if length > collector.max_body:
+                self._answer(
+                    *collector._reject(413, f"the body is over {collector.max_body} bytes"), close=True
+                )
+                return
+            body = self.rfile.read(length)
+            self._answer(
+                *collector.accept(
+                    self.path,
+                    body,
+                    self.headers.get("content-type") or "",
+                    self.headers.get("content-encoding") or "",
+                )
+            )
+
+        def _answer(self, status: int, body: bytes, kind: str, _reason: str, close: bool = False) -> None:
+            self.send_response(status)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(body)))
+            if status == 503:
+                self.send_header("retry-after", "1")
+            if close:
+                self.send_header("connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    return Handler
