@@ -57,6 +57,15 @@ def test_each_kind_of_input_token_is_priced_at_its_rate() -> None:
     assert plain["input_usd"] == pytest.approx(2_000 * 3e-6) and plain["output_usd"] == 0
 
 
+def test_a_prompt_over_200k_tokens_is_priced_at_the_long_context_tier() -> None:
+    # Sonnet 4.5 above 200k input tokens: $6 input, $0.60 cache read, $22.50 output per million (the whole call)
+    [row] = _costs(_call("c-ots", SONNET, 300_000, 200_000, 0, out=1_000)).to_dict("records")
+    assert row["input_usd"] == pytest.approx(100_000 * 6e-6 + 200_000 * 0.60e-6)
+    assert row["output_usd"] == pytest.approx(1_000 * 22.5e-6)
+    [short] = _costs(_call("c-ots", SONNET, 100_000, 0, 0, out=1_000)).to_dict("records")
+    assert short["input_usd"] == pytest.approx(100_000 * 3e-6) and short["output_usd"] == pytest.approx(0.015)
+
+
 def test_calls_without_a_price_are_null_with_the_reason() -> None:
     rows = [
         *_call("l-cust", "SmolLM2-135M-Instruct.Q4_1.gguf", 500, None, None),
