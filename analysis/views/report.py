@@ -197,9 +197,17 @@ def _tokenizers_view(frame: pd.DataFrame) -> Table:
     return Table("tokenizers", SECTIONS["tokenizers"], cols, _rows(frame))
 
 
+def _keyed_view(name: str, frame: pd.DataFrame, by: Sequence[str], cols: list[Column], note: str) -> Table:
+    """A section table keyed by the grouping columns and its first own column, with one explaining note."""
+    table = Table(
+        name, SECTIONS[name], [*(Column(k) for k in by), *cols], _rows(frame), key_columns=len(by) + 1
+    )
+    table.notes.append(note)
+    return table
+
+
 def _cache_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
     cols = [
-        *(Column(k) for k in by),
         Column("origin"),
         Column("cache_read", "cache read", "number"),
         Column("cache_write", "cache write", "number"),
@@ -207,18 +215,16 @@ def _cache_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
         Column("input_tokens", "input tokens", "number"),
         Column("read_share", "read %", "number", 1),
     ]
-    table = Table("cache", SECTIONS["cache"], cols, _rows(frame), key_columns=len(by) + 1)
-    table.notes.append(
+    note = (
         "a prompt cache covers a prefix: reads and writes are attributed to the origins in the order the prompt was "
         "sent; an import does not show that order (unattributed). Calls without a provider's cache split are not "
         "counted"
     )
-    return table
+    return _keyed_view("cache", frame, by, cols, note)
 
 
 def _schema_tax_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
     cols = [
-        *(Column(k) for k in by),
         Column("schema", "tool definition"),
         Column("calls", kind="number"),
         Column("tokens_per_call", "tokens/call", "number", 0),
@@ -228,13 +234,12 @@ def _schema_tax_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
         Column("no_cache_usd", "no cache $", "number", 4),
         Column("deferred_usd", "deferred $", "number", 4),
     ]
-    table = Table("schema_tax", SECTIONS["schema_tax"], cols, _rows(frame), key_columns=len(by) + 1)
-    table.notes.append(
+    note = (
         "billed: the definition's tokens at the rate of how they were billed (cache read, write, uncached, by prefix "
         "position); no cache: all at the input rate; deferred: sent (uncached) only from the round the tool was "
         "first called in the task, as behind a tool-search tool (its own placeholder not counted)"
     )
-    return table
+    return _keyed_view("schema_tax", frame, by, cols, note)
 
 
 def _views(rep: Report) -> list[Table]:

@@ -235,29 +235,11 @@ class McpObserver:
 
     def first_output(self, at: Instant) -> None:
         """INIT ``ready``: the spawned server wrote its first byte (the answer to ``initialize``, usually)."""
-        self._ready(at, None, {"until": "first_output"})
+        self._ready(None, at, None, {"until": "first_output"})
 
     def not_ready(self, at: Instant, failure: Failure, attrs: Mapping[str, Any] | None = None) -> None:
         """INIT ``ready`` failed: the spawned server ended without writing a byte."""
-        self._ready(at, failure, attrs)
-
-    def _ready(self, at: Instant, failure: Failure | None, attrs: Mapping[str, Any] | None) -> None:
-        """The one INIT ``ready`` event of a spawned server (from the end of its spawn to ``at``)."""
-        with self._lock:
-            if self._ready_recorded or self._spawn_end is None:
-                return
-            self._ready_recorded = True
-        self._emit(
-            startup_event(
-                phase=Phase.READY,
-                server=self.server,
-                transport=self.transport,
-                start=self._spawn_end,
-                end=at,
-                failure=failure,
-                attrs=attrs,
-            )
-        )
+        self._ready(None, at, failure, attrs)
 
     def opened(
         self,
@@ -269,8 +251,15 @@ class McpObserver:
     ) -> None:
         """INIT ``ready`` of a server the proxy did not start (HTTP): the session's first request arrived →
         the first response began (or the transport failed). Recorded once."""
+        self._ready(start, end, failure, attrs)
+
+    def _ready(
+        self, start: Instant | None, end: Instant, failure: Failure | None, attrs: Mapping[str, Any] | None
+    ) -> None:
+        """The one INIT ``ready`` event of a session, from ``start`` (None: the end of the server's spawn)."""
         with self._lock:
-            if self._ready_recorded:
+            start = self._spawn_end if start is None else start
+            if self._ready_recorded or start is None:
                 return
             self._ready_recorded = True
         self._emit(
