@@ -57,9 +57,14 @@ def input_files(path: Path, fmt: str) -> list[Path]:
 
 
 def _otlp_conversations(
-    reader: Any, problems: Problems, progress: Progress | None, done: list[int]
+    reader: Any,
+    problems: Problems,
+    progress: Progress | None,
+    done: list[int],
+    on_spans: Callable[[Any, int], None] | None = None,
 ) -> Iterator[Conversation]:
-    """A Collector ``file`` exporter output: one OTLP JSON export request per line (collectors/otlp.py)."""
+    """A Collector ``file`` exporter output: one OTLP JSON export request per line (collectors/otlp.py). Trace
+    requests go to ``on_spans(request, line)`` (they are not conversations: collectors/otlp_runs.py)."""
     from promcp.collectors import otlp
 
     sessions = otlp.ClaudeCodeSessions()
@@ -74,13 +79,20 @@ def _otlp_conversations(
             if kind == "logs":
                 for record in otlp.log_records(request):
                     yield from sessions.add(record)
+            elif kind == "traces" and on_spans is not None:
+                on_spans(request, number)
         if progress:
             progress(done[0], done[1])
     yield from sessions.flush()
 
 
 def _file_conversations(
-    file: Path, fmt: str, problems: Problems, progress: Progress | None, done: list[int]
+    file: Path,
+    fmt: str,
+    problems: Problems,
+    progress: Progress | None,
+    done: list[int],
+    on_spans: Callable[[Any, int], None] | None = None,
 ) -> Iterator[Conversation]:
     base = done[0]
     problems.file = file.name
@@ -91,7 +103,7 @@ def _file_conversations(
     with file.open("rb") as raw:
         reader = SanitizedReader(raw, problems, file.name, on_bytes)
         if fmt == "otlp":
-            yield from _otlp_conversations(reader, problems, progress, done)
+            yield from _otlp_conversations(reader, problems, progress, done, on_spans)
             return
         if fmt == "claude-code":
             conv = claude_code.parse_session(iter_jsonl(reader, problems), problems, file)
@@ -255,8 +267,11 @@ def import_path(
             )
             emit = recorder.emit
         builder = Builder(tok, provider=provider, put_text=recorder.put_text if recorder else None)
+        spans = _SpanImport(root, summary, sink, content, max_content_bytes) if fmt == "otlp" else None
         try:
-            for conv in _file_conversations(file, fmt, summary.problems, progress, done):
+            for conv in _file_conversations(
+                file, fmt, summary.problems, progress, done, spans.request if spans else None
+            ):
                 if conversation is not None and conv.id != conversation:
                     summary.skip("not the requested --conversation")
                     continue
@@ -276,7 +291,12 @@ def import_path(
                 summary.tasks += len({e.task_id for e in events})
                 summary.imported += 1
         finally:
-            if recorder is not None:
+            if spans is not None:
+                summary.datasets.extend(spans.close())
+            if recorder is not None and fmt == "otlp" and not recorder.events:
+                recorder.close(finalize_run=False)  # traces only: their runs are written by _SpanImport
+                recorder.journal_path.unlink(missing_ok=True)
+            elif recorder is not None:
                 result = recorder.close()
                 if result is not None:
                     summary.datasets.append(result)
@@ -291,6 +311,52 @@ def import_path(
         summary.skipped += unparsed
         summary.skip_reasons["not a valid conversation object"] = unparsed
     return summary
+
+
+class _SpanImport:
+    """The trace requests of an OTLP file: into the collector's runs (collectors/otlp_runs.py), or ``sink``."""
+
+    def __init__(
+        self,
+        root: Path,
+        summary: ImportSummary,
+        sink: Callable[[Event], Any] | None,
+        content: str,
+        max_content_bytes: int | None,
+    ) -> None:
+        from promcp.collectors.otlp_runs import OtlpRuns
+        from promcp.collectors.otlp_spans import SpanMapper
+
+        self.summary, self.sink = summary, sink
+        self.runs = None if sink else OtlpRuns(root, content=content, max_content_bytes=max_content_bytes)
+        self.mapper = SpanMapper(tokenizers.get("o200k_base"))
+
+    def request(self, request: Any, line: int) -> None:
+        from promcp.collectors import otlp_spans
+
+        for span in sorted(otlp_spans.span_records(request), key=lambda s: s.start_ns):
+            try:
+                carried = otlp_spans.carried_rows(span)
+            except ImportFormatError as exc:
+                self.summary.problems.add("bad_span", str(exc), line=line)
+                continue
+            events = carried.rows if carried is not None else self.mapper.events(span)
+            if self.runs is None:
+                for event in events:
+                    self.sink(event)  # type: ignore[misc]
+                self.summary.events += len(events)
+            elif carried is not None:
+                self.summary.events += self.runs.carried(carried)
+            elif events:
+                self.summary.events += self.runs.mapped(span.resource, events)
+
+    def close(self) -> list[Path]:
+        if self.runs is None:
+            return []
+        written = self.runs.close()
+        if self.runs.duplicates:
+            self.summary.skip_reasons["span events already in the dataset"] = self.runs.duplicates
+        return written
 
 
 def file_digest(path: Path) -> str:

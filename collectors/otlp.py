@@ -162,7 +162,8 @@ def _value(v: Any) -> Any:
     return getattr(v, which)
 
 
-def _attrs(kvs: Iterable[Any]) -> dict[str, Any]:
+def attributes(kvs: Iterable[Any]) -> dict[str, Any]:
+    """OTLP key-values as a dict of plain values (bytes as hex)."""
     return {kv.key: _value(kv.value) for kv in kvs}
 
 
@@ -179,10 +180,10 @@ class LogRecord:
 def log_records(request: Any) -> Iterator[LogRecord]:
     """Every log record of an ``ExportLogsServiceRequest``."""
     for rl in request.resource_logs:
-        resource = _attrs(rl.resource.attributes)
+        resource = attributes(rl.resource.attributes)
         for sl in rl.scope_logs:
             for r in sl.log_records:
-                attrs = _attrs(r.attributes)
+                attrs = attributes(r.attributes)
                 body = _value(r.body) if r.HasField("body") else None
                 name = str(attrs.get("event.name") or r.event_name or body or "")
                 t = r.time_unix_nano or r.observed_time_unix_nano or None
@@ -258,7 +259,9 @@ class ClaudeCodeSessions:
                 done.append(self._finish(next(iter(self.open))))
             text = rec.attrs.get("prompt") if rec.name == "user_prompt" else None
             shown = text if isinstance(text, str) and text != "<REDACTED>" else ""
-            task = Task(prompt=shown, at=rec.time_ns, attrs={"prompt_id": str(prompt_id)})
+            task = Task(
+                prompt=shown, at=rec.time_ns, attrs={"prompt_id": str(prompt_id), "resource": rec.resource}
+            )
             if not shown:
                 task.attrs["prompt_missing"] = True
             prompt = self.open[key] = _Prompt(task)

@@ -11,8 +11,10 @@ decode; 413 for a body over the limit; 415 for another content type; 404 for ano
 ``Retry-After``** when the recording worker is behind (the queue of decoded requests is full). OTLP exporters retry
 on 503, so a burst is slowed down, never dropped. Bad input only affects its own request.
 
-Events are journaled as each prompt finishes: at the session's next prompt, after ``idle_s`` without news from it,
-at a rotation and at exit. Every ``rotate_s`` the current run is finalized into Parquet and a new one begins, so a
+Spans are journaled as they arrive (:mod:`promcp.collectors.otlp_runs` says into which run: promcp's own rows into
+their own run, other spans into one run per sender and day); Claude Code's log events as each prompt finishes: at
+the session's next prompt, after ``idle_s`` without news from it, at a rotation and at exit. Every ``rotate_s`` the
+open runs are finalized into Parquet (a later batch of the same run continues it as a part, merged in), so a
 long-running collector yields readable runs. SIGINT / SIGTERM finalize.
 """
 
@@ -32,7 +34,6 @@ from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
 
 __all__ = ["Collector", "CollectorStats"]
 
-SOURCE: Final = "otlp:claude-code"
 DEFAULT_MAX_BODY: Final = 64 * 1024 * 1024
 
 
@@ -47,6 +48,9 @@ class CollectorStats:
     metrics: int = 0
     events: int = 0
     tasks: int = 0
+    problems: int = 0  # spans or requests the mapping refused (each said on stderr)
+    duplicates: int = 0  # rows already recorded (an exporter's retry)
+    unmapped: dict[str, int] = field(default_factory=dict)  # spans left out, by why
     runs: list[Path] = field(default_factory=list)
 
 
@@ -67,7 +71,10 @@ class Collector:
         max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
         say: Callable[[str], None] = lambda _text: None,
     ) -> None:
+        from promcp import tokenizers
         from promcp.collectors import otlp
+        from promcp.collectors.otlp_runs import OtlpRuns
+        from promcp.collectors.otlp_spans import SpanMapper
 
         self.out = Path(out)
         self.rotate_s, self.idle_s = rotate_s, idle_s
@@ -76,13 +83,12 @@ class Collector:
         self.say = say
         self.stats = CollectorStats()
         self.sessions = otlp.ClaudeCodeSessions()
+        self.runs = OtlpRuns(out, content=content, max_content_bytes=max_content_bytes, say=say)
+        self.mapper = SpanMapper(tokenizers.get("o200k_base"))
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), _handler(self))
         self._server.daemon_threads = True
-        self._recorder: Any = None
-        self._builder: Any = None
-        self._opened = 0.0
         self._worker = threading.Thread(target=self._work, name="promcp-collect", daemon=True)
         self._serving = threading.Thread(
             target=self._server.serve_forever, name="promcp-collect-http", daemon=True
@@ -143,55 +149,52 @@ class Collector:
 
     # -- the recording side (one worker thread) -----------------------------------------------------------------
 
-    def _open(self) -> None:
-        from promcp import tokenizers
-        from promcp.collectors._build import Builder
-        from promcp.recorder import Recorder
-
-        self._recorder = Recorder(
-            self.out,
-            topology="c-ots",
-            source=SOURCE,
-            meta={"collector": "promcp collect", "mapping": "claude-code telemetry"},
-            content=self.content,
-            max_content_bytes=self.max_content_bytes,
-        )
-        self._builder = Builder(
-            tokenizers.get("approx:claude"), provider="anthropic", put_text=self._recorder.put_text
-        )
-        self._opened = time.monotonic()
-
-    def _close(self) -> None:
-        if self._recorder is None:
-            return
-        path = None
-        if self._recorder.events:
-            path = self._recorder.close()
-        else:
-            self._discard()
-        if path is not None:
-            self.stats.runs.append(path)
-            self.say(f"finalized {path}")
-        self._recorder = None
-
-    def _discard(self) -> None:
-        self._recorder.close(finalize_run=False)
-        self._recorder.journal_path.unlink(missing_ok=True)  # a run with no event is not worth a file
-
-    def _record(self, conversations: list[Any]) -> None:
-        if not conversations:
-            return
-        if self._recorder is None:
-            self._open()
-        for conv in conversations:
-            for event in self._builder.events(conv):
-                self._recorder.emit(event)
-                self.stats.events += 1
-            self.stats.tasks += len(conv.tasks)
-
-    def _work(self) -> None:
+    def _logs(self, request: Any) -> None:
         from promcp.collectors import otlp
 
+        done: list[Any] = []
+        for record in otlp.log_records(request):
+            self.stats.records += 1
+            done += self.sessions.add(record)
+        self._conversations(done)
+
+    def _conversations(self, conversations: list[Any]) -> None:
+        if conversations:
+            events, tasks = self.runs.conversations(conversations)
+            self.stats.events += events
+            self.stats.tasks += tasks
+
+    def _traces(self, request: Any) -> None:
+        from promcp.collectors import otlp_spans
+        from promcp.errors import ImportFormatError
+
+        mapped: dict[str, tuple[dict[str, Any], list[Any]]] = {}
+        # in start order: a trace's first LLM call is its S1 whatever order the exporter sent the spans in
+        for span in sorted(otlp_spans.span_records(request), key=lambda s: s.start_ns):
+            self.stats.spans += 1
+            try:
+                carried = otlp_spans.carried_rows(span)
+            except ImportFormatError as exc:
+                self.stats.problems += 1
+                self.say(f"promcp collect: {exc} (span skipped)")
+                continue
+            if carried is not None:
+                self.stats.events += self.runs.carried(carried)
+                continue
+            events = self.mapper.events(span)
+            if events:
+                key = repr(sorted(span.resource.items()))
+                mapped.setdefault(key, (span.resource, []))[1].extend(events)
+        for resource, events in mapped.values():
+            self.stats.events += self.runs.mapped(resource, events)
+
+    def _close(self) -> None:
+        self.stats.runs.extend(self.runs.close())
+        self.stats.duplicates = self.runs.duplicates
+        self.stats.unmapped = dict(self.mapper.unmapped)
+
+    def _work(self) -> None:
+        opened = time.monotonic()
         while True:
             try:
                 item = self._queue.get(timeout=1.0)
@@ -201,26 +204,23 @@ class Collector:
                 break
             if item:
                 kind, request = item
-                if kind == "logs":
-                    for record in otlp.log_records(request):
-                        self.stats.records += 1
-                        self._record(self.sessions.add(record))
-                elif kind == "traces":
-                    self.stats.spans += sum(
-                        len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
-                    )
-                else:  # metrics duplicate the log events' counts (claude_code.token.usage): counted, not added
-                    self.stats.metrics += sum(
-                        len(sm.metrics) for rm in request.resource_metrics for sm in rm.scope_metrics
-                    )
-            self._record(self.sessions.idle(time.time_ns(), self.idle_s))
-            if (
-                self.rotate_s
-                and self._recorder is not None
-                and time.monotonic() - self._opened >= self.rotate_s
-            ):
+                try:
+                    if kind == "logs":
+                        self._logs(request)
+                    elif kind == "traces":
+                        self._traces(request)
+                    else:  # metrics duplicate the log events' counts (claude_code.token.usage): counted, not added
+                        self.stats.metrics += sum(
+                            len(sm.metrics) for rm in request.resource_metrics for sm in rm.scope_metrics
+                        )
+                except (ValueError, TypeError) as exc:  # a value the mapping refuses: this request only
+                    self.stats.problems += 1
+                    self.say(f"promcp collect: a {kind} request was not fully recorded: {exc}")
+            self._conversations(self.sessions.idle(time.time_ns(), self.idle_s))
+            if self.rotate_s and time.monotonic() - opened >= self.rotate_s:
                 self._close()
-        self._record(self.sessions.flush())
+                opened = time.monotonic()
+        self._conversations(self.sessions.flush())
         self._close()
 
 

@@ -336,3 +336,16 @@ def encode_event(event: Event) -> bytes:
 def decode_event(data: bytes | str) -> Event:
     """Parse and validate one journal line. Raises ``msgspec.ValidationError``/``DecodeError`` on bad input."""
     return _DECODER.decode(data)
+
+
+_LIST_DECODER = msgspec.json.Decoder(list[Event])
+
+
+def encode_events(events: Sequence[Event]) -> bytes:
+    """A JSON array of events (the rows ``promcp.instrument()`` carries on its spans to ``promcp collect``)."""
+    return _ENCODER.encode(list(events))
+
+
+def decode_events(data: bytes | str) -> list[Event]:
+    """Parse and validate a JSON array of events. Raises ``msgspec.ValidationError``/``DecodeError``."""
+    return _LIST_DECODER.decode(data)

@@ -27,7 +27,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -147,6 +147,7 @@ class Recorder:
         self.source = source
         self.run_id = run_id or new_run_id()
         self.benchmark = benchmark
+        self.meta: dict[str, Any] = dict(meta or {})
         #: ``full``, ``redacted`` or ``none`` (``capture_content=False``, the older spelling, means ``none``)
         self.content: ContentMode = "none" if capture_content is False else content_mode(content)
         self.max_content_bytes = max_content_bytes or None
@@ -185,6 +186,7 @@ class Recorder:
         self._last_activity = 0.0
         self._pid = os.getpid()
         self.events = 0
+        self._listener: Callable[[Event], None] | None = None
         self.result_path: Path | None = None
         self._closed = False
 
@@ -222,9 +224,40 @@ class Recorder:
         if self._closed:
             raise PromcpError(f"recorder for run {self.run_id} is closed")
         final = self._complete(event, current_scope(), None)
-        self._writer.append(final)
-        self.events += 1
+        self._journal([final])
         return final
+
+    def emit_many(self, events: Sequence[Event]) -> list[Event]:
+        """:meth:`emit` for a batch, journaled with one write (a receiver's request, say)."""
+        if self._closed:
+            raise PromcpError(f"recorder for run {self.run_id} is closed")
+        sc = current_scope()
+        rows = [self._complete(e, sc, None) for e in events]
+        self._journal(rows)
+        return rows
+
+    def append(self, rows: Sequence[Event]) -> None:
+        """Journal rows that are already complete, as they are (another recorder's rows, carried over OTLP:
+        their run id, ``seq`` and every column stay). The caller makes sure they belong to this run."""
+        if self._closed:
+            raise PromcpError(f"recorder for run {self.run_id} is closed")
+        self._journal(rows)
+
+    def on_journal(self, listener: Callable[[Event], None] | None) -> None:
+        """Call ``listener`` with every row once it is journaled (None removes it). promcp's span exporter uses
+        it to carry the rows to ``promcp collect``; a listener must be quick and must not raise."""
+        self._listener = listener
+
+    def _journal(self, rows: Sequence[Event]) -> None:
+        if len(rows) == 1:
+            self._writer.append(rows[0])
+        else:
+            self._writer.append_many(rows)
+        self.events += len(rows)
+        listener = self._listener
+        if listener is not None:
+            for row in rows:
+                listener(row)
 
     #: ``emit_later`` work waits until the recording side has been quiet this long…
     LATER_IDLE_S = 0.05
@@ -277,8 +310,7 @@ class Recorder:
                         mine = self._current is item
                         self._current = None
                     if event is not None and mine:
-                        self._writer.append(self._complete(event, sc, seq))
-                        self.events += 1
+                        self._journal([self._complete(event, sc, seq)])
                 except BaseException as exc:  # a broken builder must not stop the worker
                     self._worker_errors.append(exc)
             finally:

@@ -15,9 +15,10 @@ from promcp.errors import ConfigError
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "collect",
-        help="receive OTLP/HTTP telemetry (Claude Code, OpenTelemetry Collector) into a dataset",
+        help="receive OTLP/HTTP traces and telemetry (promcp.instrument(), OTel GenAI/MCP spans, Claude Code) into a dataset",
         description="An OTLP/HTTP receiver (POST /v1/logs, /v1/traces, /v1/metrics; protobuf or JSON; gzip). "
-        "Claude Code's telemetry becomes LLM calls and tool calls (topology c-ots) as each prompt finishes; "
+        "promcp.instrument()'s spans become the rows they carry, OTel MCP and GenAI spans the stages they stand "
+        "for, Claude Code's telemetry LLM calls and tool calls (topology c-ots) as each prompt finishes; "
         "Ctrl-C or SIGTERM finalizes the dataset. Point an agent at it with OTEL_EXPORTER_OTLP_ENDPOINT="
         "http://127.0.0.1:4318. See docs/collect.md.",
     )
@@ -95,10 +96,12 @@ def _run(args: argparse.Namespace) -> int:
     stats = collector.stop()
     requests = ", ".join(f"{n} {k}" for k, n in sorted(stats.requests.items())) or "none"
     rejected = ", ".join(f"{n} × {s}" for s, n in sorted(stats.rejected.items())) or "none"
+    unmapped = sum(stats.unmapped.values())
     err.print(
-        f"promcp collect: requests {requests}; rejected {rejected}; {stats.records} log record(s) → "
-        f"{stats.events} event(s) in {stats.tasks} task(s); {stats.spans} span(s) and {stats.metrics} metric(s) "
-        f"not mapped; {len(stats.runs)} run(s) written",
+        f"promcp collect: requests {requests}; rejected {rejected}; {stats.records} log record(s) "
+        f"({stats.tasks} Claude Code prompt(s)) and {stats.spans} span(s) ({unmapped} not mapped) → "
+        f"{stats.events} event(s); {stats.metrics} metric(s) counted, not added; "
+        f"{stats.duplicates} duplicate row(s) skipped; {stats.problems} problem(s); {len(stats.runs)} run(s) written",
         highlight=False,
         markup=False,
         soft_wrap=True,

@@ -118,7 +118,7 @@ def instrument(
         rec.install_global()
         _state.patches, _state.recorder, _state.owns_recorder = patches, rec, owns
         try:
-            _state.tracing = _spans.setup(patches, span_exporter)
+            _state.tracing = _spans.setup(patches, span_exporter, rec)
         except Exception as exc:  # spans are optional: the recorder still gets every event
             import logging
 
@@ -186,7 +186,11 @@ def uninstrument() -> Path | None:
         patches.undo()
         tracing, _state.tracing = _state.tracing, None
         if tracing is not None:
+            if rec is not None:
+                rec.flush()  # every row journaled, so the last export carries it (see _spans.RowCarrier)
             tracing.close()
+            if rec is not None:
+                rec.on_journal(None)
         _join.join.clear()
         _config.reset()
         if rec is None:

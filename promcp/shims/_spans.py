@@ -16,6 +16,13 @@ Attributes — semantic conventions where they exist: ``mcp.method.name`` and ``
 ``promcp.response.bytes``, ``promcp.wire_rtt_ms``; added at export time, off the hot path:
 ``promcp.request.tokens`` (S3 arguments), ``promcp.footprint.tokens`` / ``promcp.footprint.bytes`` (S4 result text
 or the tools/list schemas), ``promcp.n_tools``, ``promcp.tokenizer``.
+
+**Rows carried for ``promcp collect``.** When promcp owns the provider, every row the recorder journals also rides,
+as JSON, on the next spans exported: attribute ``promcp.events`` (a JSON array of event rows, at most
+:data:`ROWS_PER_SPAN` per span) and ``promcp.run`` (the run's header: run id, topology, source, benchmark, meta,
+content mode); the provider's resource names the run (``promcp.run.id``). ``promcp collect`` writes them back as they are, so the collected run equals the local one column for
+column (``collectors/otlp_spans.py``). When nothing else is exported, :meth:`Tracing.close` sends the rest on
+``promcp events`` spans. The stored texts (content blobs) stay local.
 """
 
 from __future__ import annotations
@@ -25,11 +32,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from promcp.events import Phase, Stage
+from promcp.events import Event, Phase, Stage, encode_events
 from promcp.shims._calls import Call
 from promcp.shims._patch import Patches, guard
 
 if TYPE_CHECKING:  # pragma: no cover
+    from promcp.recorder import Recorder
     from promcp.wire import Output
 
 _NETWORK = {"stdio": "pipe", "streamable_http": "tcp", "sse": "tcp", "inproc": "inproc"}
@@ -40,6 +48,13 @@ _STAGE = {
 }
 _HANDSHAKE = (Stage.INIT, Phase.INITIALIZE)
 _MAX_DEFERRED = 100_000
+#: span attributes carrying journal rows (see the module docstring)
+EVENTS_ATTR = "promcp.events"
+RUN_ATTR = "promcp.run"
+#: rows on one span (a span of 1,000 rows is ~1 MB of JSON, far below any receiver's request limit)
+ROWS_PER_SPAN = 1000
+#: resource attribute of a provider whose spans carry their rows (their own attributes are not mapped again)
+CARRIED_RUN_RESOURCE = "promcp.run.id"
 
 
 class _Deferred:
@@ -63,16 +78,64 @@ def otlp_configured() -> bool:
     )
 
 
+class RowCarrier:
+    """Rows the recorder journaled, waiting for the next export (bounded: past :attr:`max_pending` rows a row is
+    counted in :attr:`dropped` and stays only in the local journal)."""
+
+    def __init__(self, recorder: Recorder, *, max_pending: int = 100_000) -> None:
+        import json
+
+        self.max_pending = max_pending
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._rows: list[Event] = []
+        header = {
+            "run_id": recorder.run_id,
+            "topology": recorder.topology.value,
+            "source": recorder.source,
+            "benchmark": recorder.benchmark,
+            "meta": recorder.meta,
+            "content": recorder.content,
+            "max_content_bytes": recorder.max_content_bytes,
+        }
+        self.run = json.dumps(header, sort_keys=True, default=str)
+
+    def add(self, row: Event) -> None:
+        with self._lock:
+            if len(self._rows) >= self.max_pending:
+                self.dropped += 1
+            else:
+                self._rows.append(row)
+
+    @property
+    def pending(self) -> int:
+        return len(self._rows)
+
+    def take(self, spans: int) -> list[list[Event]]:
+        """Up to ``spans`` chunks of rows, oldest first; the rest wait for the next export."""
+        with self._lock:
+            n = min(len(self._rows), spans * ROWS_PER_SPAN)
+            rows, self._rows = self._rows[:n], self._rows[n:]
+        return [rows[i : i + ROWS_PER_SPAN] for i in range(0, len(rows), ROWS_PER_SPAN)]
+
+    def attributes(self, rows: list[Event]) -> dict[str, Any]:
+        return {EVENTS_ATTR: encode_events(rows).decode(), RUN_ATTR: self.run}
+
+
 class Tracing:
     """What :func:`setup` built; :meth:`close` flushes and shuts down a provider promcp owns."""
 
-    def __init__(self, provider: Any, owned: bool) -> None:
-        self.provider, self.owned = provider, owned
+    def __init__(self, provider: Any, owned: bool, carrier: RowCarrier | None = None) -> None:
+        self.provider, self.owned, self.carrier = provider, owned, carrier
 
     def close(self) -> None:
         global _tracer
         if self.provider is not None and self.owned:
-            self.provider.force_flush()  # deferred attributes are applied during this export
+            carrier = self.carrier
+            if carrier is not None and carrier.pending and _tracer is not None:
+                for _ in range(-(-carrier.pending // ROWS_PER_SPAN)):  # spans for the rows not sent yet
+                    _tracer.start_span("promcp events").end()
+            self.provider.force_flush()  # deferred attributes and carried rows are applied during this export
             self.provider.shutdown()
         deferred.enabled = False
         with deferred.lock:
@@ -80,8 +143,9 @@ class Tracing:
         _tracer = None
 
 
-def setup(patches: Patches, span_exporter: Any = None) -> Tracing:
-    """Choose or build the tracer provider (see the module docstring)."""
+def setup(patches: Patches, span_exporter: Any = None, recorder: Recorder | None = None) -> Tracing:
+    """Choose or build the tracer provider (see the module docstring); ``recorder``'s rows ride on promcp's
+    spans when promcp owns the provider."""
     global _tracer
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
@@ -101,12 +165,21 @@ def setup(patches: Patches, span_exporter: Any = None) -> Tracing:
 
         span_exporter = OTLPSpanExporter()
     service = os.environ.get("OTEL_SERVICE_NAME") or "promcp-instrumented-host"
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    provider.add_span_processor(BatchSpanProcessor(TokenEnrichingExporter(span_exporter)))  # type: ignore[arg-type]
+    resource: dict[str, Any] = {"service.name": service}
+    if (
+        recorder is not None
+    ):  # the rows ride along: a receiver takes them instead of mapping these spans again
+        resource[CARRIED_RUN_RESOURCE] = recorder.run_id
+    provider = TracerProvider(resource=Resource.create(resource))
+    carrier = RowCarrier(recorder) if recorder is not None else None
+    exporter = TokenEnrichingExporter(span_exporter, carrier)
+    provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
     patches.set(sdk_otel, "_tracer", provider.get_tracer("mcp-python-sdk"))
     _tracer = provider.get_tracer("promcp")
     deferred.enabled = True
-    return Tracing(provider, owned=True)
+    if recorder is not None and carrier is not None:
+        recorder.on_journal(carrier.add)
+    return Tracing(provider, owned=True, carrier=carrier)
 
 
 def _recording(span: Any) -> Any:
@@ -269,13 +342,20 @@ def _merged(
 
 
 class TokenEnrichingExporter:
-    """Wraps a SpanExporter: adds the deferred ``promcp.*`` attributes to spans just before export."""
+    """Wraps a SpanExporter: adds the deferred ``promcp.*`` attributes to spans just before export, and the
+    journal rows waiting in ``carrier``."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, carrier: RowCarrier | None = None) -> None:
         self.inner = inner
+        self.carrier = carrier
 
     def export(self, spans: Sequence[Any]) -> Any:
-        return self.inner.export([guard(_enrich, s) or s for s in spans])
+        out = [guard(_enrich, s) or s for s in spans]
+        if self.carrier is not None and out:
+            chunks = self.carrier.take(len(out))
+            for i, rows in enumerate(chunks):
+                out[i] = guard(_with_attributes, out[i], self.carrier.attributes(rows)) or out[i]
+        return self.inner.export(out)
 
     def shutdown(self) -> None:
         self.inner.shutdown()
@@ -289,10 +369,15 @@ def _enrich(span: Any) -> Any:
         build = deferred.by_span.pop(span.context.span_id, None)
     if build is None:
         return span
+    return _with_attributes(span, {k: v for k, v in build().items() if v is not None})
+
+
+def _with_attributes(span: Any, extra: dict[str, Any]) -> Any:
+    """A copy of a finished span with ``extra`` attributes (ended spans are read-only)."""
     from opentelemetry.sdk.trace import ReadableSpan
 
     attrs = dict(span.attributes or {})
-    attrs.update({k: v for k, v in build().items() if v is not None})
+    attrs.update(extra)
     return ReadableSpan(
         name=span.name,
         context=span.context,

@@ -93,7 +93,7 @@ def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str)
         collect.send_signal(signal.SIGINT)
         _, err = collect.communicate(timeout=120)
     assert collect.returncode == 0, err
-    assert "rejected none" in err and "1 task(s)" in err, err
+    assert "rejected none" in err and "(1 Claude Code prompt(s))" in err, err
 
     df = pa.load(out).sort_values("seq")
     assert set(df["source"]) == {"otlp:claude-code"} and set(df["topology"]) == {"c-ots"}

@@ -1,0 +1,244 @@
+"""Where OTLP data lands: one run per sender and day, promcp's own rows back in their own run.
+
+Used by ``promcp collect`` (live) and by ``promcp import`` of a Collector ``file`` exporter output holding traces,
+so both write the same runs:
+
+* rows carried by promcp's own spans (:func:`promcp.collectors.otlp_spans.carried_rows`) go into the run they were
+  journaled in (same run id, topology, source, every column); a row already recorded (same ``seq``: an exporter's
+  retry, a file imported twice) is skipped;
+* events mapped from other spans go into ``otlp-spans-<service>-<host>-<YYYYMMDD>`` (topology ``c-cust``: a host
+  someone instrumented), Claude Code's telemetry into ``otlp-logs-<service>-<host>-<YYYYMMDD>`` (``c-ots``), with
+  ``service.name`` / ``host.name`` from the sender's resource and the UTC day of the event; a span already
+  recorded (same span id and stage) is skipped.
+
+Runs are journaled as events arrive and finalized by :meth:`OtlpRuns.close` (a rotation, the collector's exit, the
+end of an import). A run that already has a Parquet file — an earlier rotation, yesterday's collector, an earlier
+import — is continued as a journal *part* and merged into it (promcp/store/parts.py; the merge orders the run by
+start time and numbers ``seq`` again).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from promcp.collectors.otlp_spans import CarriedRows
+from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+from promcp.events import Event, Topology
+from promcp.recorder import Recorder
+
+__all__ = ["OtlpRuns", "run_key"]
+
+SPANS_SOURCE: Final = "otlp:spans"
+LOGS_SOURCE: Final = "otlp:claude-code"
+_SLUG = re.compile(r"[^A-Za-z0-9_.]+")
+
+
+def _slug(value: Any, default: str) -> str:
+    text = _SLUG.sub("-", str(value or "")).strip("-.")[:60]
+    return text or default
+
+
+def run_key(kind: str, resource: dict[str, Any], at_ns: int | None) -> str:
+    """The run id of ``kind`` (``spans`` / ``logs``) data from a sender (its OTLP resource) on the day of ``at_ns``."""
+    day = dt.datetime.fromtimestamp((at_ns or 0) / 1e9, dt.UTC).strftime("%Y%m%d") if at_ns else "undated"
+    service = _slug(resource.get("service.name"), "unknown-service")
+    host = _slug(resource.get("host.name") or resource.get("host.id"), "unknown-host")
+    return f"otlp-{kind}-{service}-{host}-{day}"
+
+
+@dataclass
+class _Run:
+    recorder: Recorder
+    seen: set[Any] = field(default_factory=set)
+    builder: Any = None  # the import builder for Claude Code conversations (bound to this run's content)
+
+
+class OtlpRuns:
+    """The open runs of one collector or import."""
+
+    def __init__(
+        self,
+        out: str | Path,
+        *,
+        content: str = DEFAULT_CONTENT,
+        max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
+        say: Callable[[str], None] = lambda _text: None,
+    ) -> None:
+        self.out = Path(out)
+        self.content, self.max_content_bytes = content, max_content_bytes
+        self.say = say
+        self.runs: dict[str, _Run] = {}
+        self.finalized: list[Path] = []
+        self.events = 0
+        self.duplicates = 0
+        self._parts = 0
+
+    # -- opening --------------------------------------------------------------------------------------------------
+
+    def _existing(self, topology: str, run_id: str, column: str | Sequence[str]) -> set[Any]:
+        """Keys already in the run's Parquet file (empty when it has none)."""
+        from promcp.store.parquet import run_file
+
+        path = run_file(self.out, topology, run_id)
+        if not path.exists():
+            return set()
+        import pyarrow.parquet as pq
+
+        cols = [column] if isinstance(column, str) else list(column)
+        table = pq.read_table(path, columns=cols).to_pydict()
+        if isinstance(column, str):
+            return set(table[column])
+        return set(zip(*(table[c] for c in cols), strict=True))
+
+    def _open(
+        self,
+        run_id: str,
+        *,
+        topology: str,
+        source: str,
+        keys: str | Sequence[str],
+        meta: dict[str, Any],
+        benchmark: str | None = None,
+        content: str | None = None,
+        max_content_bytes: int | None = None,
+    ) -> _Run:
+        run = self.runs.get(run_id)
+        if run is not None:
+            return run
+        from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX
+
+        seen = self._existing(topology, run_id, keys)
+        journal = self.out / JOURNAL_DIR / f"{run_id}{JOURNAL_SUFFIX}"
+        part = None
+        if seen or journal.exists():  # continue the run: a part merged into it at close
+            self._parts += 1
+            part = f"collect-{os.getpid()}-{self._parts}"
+        recorder = Recorder(
+            self.out,
+            topology=topology,
+            source=source,
+            run_id=run_id,
+            benchmark=benchmark,
+            meta=meta,
+            content=content or self.content,
+            max_content_bytes=max_content_bytes if content else self.max_content_bytes,
+            part=part,
+        )
+        run = self.runs[run_id] = _Run(recorder, seen)
+        return run
+
+    # -- recording ------------------------------------------------------------------------------------------------
+
+    def carried(self, carried: CarriedRows) -> int:
+        """promcp's own rows into their run (rows already recorded are skipped); returns the rows written."""
+        if not carried.rows:
+            return 0
+        h = carried.run
+        first = carried.rows[0]
+        run = self._open(
+            first.run_id,
+            topology=str(h.get("topology") or first.topology.value),
+            source=str(h.get("source") or first.source),
+            keys="seq",
+            meta={**(h.get("meta") or {}), "collected": "otlp"},
+            benchmark=h.get("benchmark"),
+            content=h.get("content"),
+            max_content_bytes=h.get("max_content_bytes"),
+        )
+        fresh = [r for r in carried.rows if r.seq not in run.seen]
+        self.duplicates += len(carried.rows) - len(fresh)
+        if fresh:
+            run.seen.update(r.seq for r in fresh)
+            run.recorder.append(fresh)
+            self.events += len(fresh)
+        return len(fresh)
+
+    def mapped(self, resource: dict[str, Any], events: Sequence[Event]) -> int:
+        """Events mapped from other instrumentations' spans into the sender's run of the day."""
+        by_run: dict[str, list[Event]] = {}
+        for e in events:
+            by_run.setdefault(run_key("spans", resource, e.t_start_ns), []).append(e)
+        written = 0
+        for run_id, batch in by_run.items():
+            run = self._open(
+                run_id,
+                topology=Topology.C_CUST.value,
+                source=SPANS_SOURCE,
+                keys=("span_id", "stage"),
+                meta={"collector": "promcp collect", "mapping": "otel spans", **_sender(resource)},
+            )
+            fresh = [e for e in batch if (e.span_id, e.stage.value) not in run.seen]
+            self.duplicates += len(batch) - len(fresh)
+            if fresh:
+                run.seen.update((e.span_id, e.stage.value) for e in fresh)
+                run.recorder.emit_many(fresh)
+                written += len(fresh)
+        self.events += written
+        return written
+
+    def conversations(self, conversations: Iterable[Any]) -> tuple[int, int]:
+        """Claude Code conversations (one per finished prompt) into their sender's run of the day (the sender's
+        resource is in the task's ``attrs["resource"]``): (events, tasks)."""
+        from promcp import tokenizers
+        from promcp.collectors._build import Builder
+
+        events = tasks = 0
+        for conv in conversations:
+            resource = (conv.tasks[0].attrs.get("resource") if conv.tasks else None) or {}
+            run = self._open(
+                run_key("logs", resource, conv.created),
+                topology=Topology.C_OTS.value,
+                source=LOGS_SOURCE,
+                keys="task_id",
+                meta={"collector": "promcp collect", "mapping": "claude-code telemetry", **_sender(resource)},
+            )
+            if run.builder is None:
+                run.builder = Builder(
+                    tokenizers.get("approx:claude"), provider="anthropic", put_text=run.recorder.put_text
+                )
+            built = list(run.builder.events(conv))
+            if built and built[0].task_id in run.seen:
+                self.duplicates += len(built)
+                continue
+            run.seen.update(e.task_id for e in built)
+            run.recorder.emit_many(built)
+            events += len(built)
+            tasks += len(conv.tasks)
+        self.events += events
+        return events, tasks
+
+    # -- closing --------------------------------------------------------------------------------------------------
+
+    def close(self) -> list[Path]:
+        """Finalize every open run (a run with no event leaves no file); returns the Parquet files written."""
+        written: list[Path] = []
+        runs, self.runs = self.runs, {}
+        for run_id, run in runs.items():
+            rec = run.recorder
+            if rec.events:
+                path = rec.close()
+            else:
+                rec.close(finalize_run=False)
+                rec.journal_path.unlink(missing_ok=True)
+                path = None
+            if path is not None:
+                written.append(path)
+                self.say(f"finalized {path}")
+            elif rec.events:
+                self.say(f"run {run_id}: part recorded, merged when its other parts end")
+        self.finalized.extend(written)
+        return written
+
+
+def _sender(resource: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: resource[k]
+        for k in ("service.name", "service.version", "host.name", "host.id")
+        if resource.get(k) is not None
+    }
