@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+from promcp.proxy import _loop
 from promcp.proxy._http import ProxyRequest, ReverseProxy
 from promcp.proxy.mcp._sessions import SOURCE, HttpExchange, HttpSessions
 from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME
@@ -177,7 +178,7 @@ def serve(proxy: McpHttpProxy, *, upstream: str, run_note: str) -> int:
         finally:
             await proxy.close()
 
-    asyncio.run(main())
+    _loop.run(main())
     s = proxy.sessions
     runs = ", ".join(s.runs) if s.runs else "none"
     _say(f"{s.sessions_seen} session(s) recorded; run(s): {runs}")
