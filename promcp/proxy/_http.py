@@ -55,7 +55,6 @@ from urllib.parse import urlsplit
 import h11
 
 from promcp.errors import ConfigError
-from promcp.proxy import _loop
 from promcp.proxy._upstream import (
     UpstreamBroken,
     UpstreamPool,
@@ -320,7 +319,7 @@ class ReverseProxy:
         failure: list[BaseException] = []
 
         def run() -> None:
-            loop = _loop.new_event_loop()
+            loop = asyncio.new_event_loop()
             self._loop = loop
             self._stopped = asyncio.Event()
             try:

@@ -30,7 +30,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
-from promcp.proxy import _loop
 from promcp.proxy._http import ProxyRequest, ReverseProxy
 from promcp.proxy.mcp._sessions import SOURCE, HttpExchange, HttpSessions
 from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME
@@ -178,7 +177,7 @@ def serve(proxy: McpHttpProxy, *, upstream: str, run_note: str) -> int:
         finally:
             await proxy.close()
 
-    _loop.run(main())
+    asyncio.run(main())
     s = proxy.sessions
     runs = ", ".join(s.runs) if s.runs else "none"
     _say(f"{s.sessions_seen} session(s) recorded; run(s): {runs}")
