@@ -35,6 +35,7 @@ from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
 __all__ = ["Collector", "CollectorStats"]
 
 DEFAULT_MAX_BODY: Final = 64 * 1024 * 1024
+BEHIND: Final = "promcp collect is behind: retry later"
 
 
 @dataclass
@@ -43,6 +44,7 @@ class CollectorStats:
 
     requests: dict[str, int] = field(default_factory=dict)  # kind → accepted requests
     rejected: dict[int, int] = field(default_factory=dict)  # HTTP status → requests
+    grpc_rejected: dict[str, int] = field(default_factory=dict)  # gRPC status name → requests
     records: int = 0
     spans: int = 0
     metrics: int = 0
@@ -70,6 +72,7 @@ class Collector:
         content: str = DEFAULT_CONTENT,
         max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
         say: Callable[[str], None] = lambda _text: None,
+        grpc: tuple[str, int] | None = None,
     ) -> None:
         from promcp import tokenizers
         from promcp.collectors import otlp
@@ -89,6 +92,10 @@ class Collector:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), _handler(self))
         self._server.daemon_threads = True
+        self._grpc: Any = None
+        self.grpc_port: int | None = None
+        if grpc is not None:
+            self._grpc, self.grpc_port = _grpc_server(self, *grpc)
         self._worker = threading.Thread(target=self._work, name="promcp-collect", daemon=True)
         self._serving = threading.Thread(
             target=self._server.serve_forever, name="promcp-collect-http", daemon=True
@@ -102,10 +109,14 @@ class Collector:
     def start(self) -> Collector:
         self._worker.start()
         self._serving.start()
+        if self._grpc is not None:
+            self._grpc.start()
         return self
 
     def stop(self) -> CollectorStats:
         """Stop accepting, record what is queued and every open prompt, finalize the run."""
+        if self._grpc is not None:
+            self._grpc.stop(grace=5).wait()
         self._server.shutdown()
         self._server.server_close()
         self._queue.put(None)
@@ -131,15 +142,21 @@ class Collector:
             return self._reject(413, str(exc))
         except ImportFormatError as exc:
             return self._reject(400, str(exc))
-        try:
-            self._queue.put_nowait((kind, request))
-        except queue.Full:
-            return self._reject(503, "promcp collect is behind: retry later")
-        with self._lock:
-            self.stats.requests[kind] = self.stats.requests.get(kind, 0) + 1
+        if not self.enqueue(kind, request):
+            return self._reject(503, BEHIND)
         if media == "application/json":
             return 200, b"{}", "application/json", ""
         return 200, b"", "application/x-protobuf", ""  # an empty Export*ServiceResponse
+
+    def enqueue(self, kind: str, request: Any) -> bool:
+        """Queue a decoded export request for the recording worker; False when the queue is full (back-pressure)."""
+        try:
+            self._queue.put_nowait((kind, request))
+        except queue.Full:
+            return False
+        with self._lock:
+            self.stats.requests[kind] = self.stats.requests.get(kind, 0) + 1
+        return True
 
     def _reject(self, status: int, reason: str) -> tuple[int, bytes, str, str]:
         with self._lock:
@@ -222,6 +239,53 @@ class Collector:
                 opened = time.monotonic()
         self._conversations(self.sessions.flush())
         self._close()
+
+
+def _grpc_server(collector: Collector, host: str, port: int) -> tuple[Any, int]:
+    """The OTLP/gRPC services (``opentelemetry-proto``'s generated stubs on grpcio, which the OTLP exporter
+    package already brings) in front of the same queue: back-pressure is ``UNAVAILABLE``, which OTLP exporters
+    retry; a message over the body limit is refused by gRPC itself (``RESOURCE_EXHAUSTED``)."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    def export(kind: str, response: Any) -> Callable[[Any, Any, Any], Any]:
+        def handle(_self: Any, request: Any, context: Any) -> Any:
+            if not collector.enqueue(kind, request):
+                with collector._lock:
+                    rejected = collector.stats.grpc_rejected
+                    rejected["UNAVAILABLE"] = rejected.get("UNAVAILABLE", 0) + 1
+                context.abort(grpc.StatusCode.UNAVAILABLE, BEHIND)
+            return response()
+
+        return handle
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="promcp-collect-grpc"),
+        options=[("grpc.max_receive_message_length", collector.max_body)],
+    )
+    services = (
+        ("logs", logs_service_pb2_grpc, "LogsService", logs_service_pb2.ExportLogsServiceResponse),
+        ("traces", trace_service_pb2_grpc, "TraceService", trace_service_pb2.ExportTraceServiceResponse),
+        (
+            "metrics",
+            metrics_service_pb2_grpc,
+            "MetricsService",
+            metrics_service_pb2.ExportMetricsServiceResponse,
+        ),
+    )
+    for kind, module, name, response in services:
+        servicer = type(
+            f"{name}Servicer", (getattr(module, f"{name}Servicer"),), {"Export": export(kind, response)}
+        )
+        getattr(module, f"add_{name}Servicer_to_server")(servicer(), server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if not bound:
+        raise OSError(f"cannot listen on {host}:{port} (gRPC)")
+    return server, bound
 
 
 def _handler(collector: Collector) -> type[BaseHTTPRequestHandler]:

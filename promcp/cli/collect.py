@@ -25,6 +25,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--listen", default="127.0.0.1:4318", help="HOST:PORT to listen on (default 127.0.0.1:4318)"
     )
+    p.add_argument(
+        "--grpc",
+        metavar="HOST:PORT",
+        default=None,
+        help="also receive OTLP/gRPC there (the OTLP default is 127.0.0.1:4317)",
+    )
     p.add_argument("--out", type=Path, default=Path("traces"), help="dataset directory (default traces/)")
     p.add_argument(
         "--rotate",
@@ -55,10 +61,12 @@ def _run(args: argparse.Namespace) -> int:
     from promcp.proxy._http import is_loopback
 
     host, port = parse_listen(args.listen)
-    if not is_loopback(host) and not args.allow_remote:
-        raise ConfigError(
-            f"{host} is not a loopback address: add --allow-remote to listen there", key="--listen"
-        )
+    grpc = parse_listen(args.grpc, "--grpc") if args.grpc else None
+    for key, where in (("--listen", host), ("--grpc", grpc[0] if grpc else None)):
+        if where is not None and not is_loopback(where) and not args.allow_remote:
+            raise ConfigError(
+                f"{where} is not a loopback address: add --allow-remote to listen there", key=key
+            )
     if args.rotate is not None and args.rotate <= 0:
         raise ConfigError("must be a number of seconds > 0", key="--rotate")
     err = stderr()
@@ -72,9 +80,13 @@ def _run(args: argparse.Namespace) -> int:
             content=args.content,
             max_content_bytes=args.max_content_bytes,
             say=lambda text: err.print(text, highlight=False, markup=False, soft_wrap=True),
+            grpc=grpc,
         )
     except OSError as exc:
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", key="--listen") from None
+        raise ConfigError(
+            f"cannot listen: {exc.strerror or exc}",
+            key="--grpc" if grpc and "gRPC" in str(exc) else "--listen",
+        ) from None
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -85,7 +97,8 @@ def _run(args: argparse.Namespace) -> int:
     collector.start()
     h, p = collector.address
     err.print(
-        f"promcp collect: listening on http://{h}:{p} (OTLP/HTTP: /v1/logs, /v1/traces, /v1/metrics); "
+        f"promcp collect: listening on http://{h}:{p} (OTLP/HTTP: /v1/logs, /v1/traces, /v1/metrics)"
+        f"{f' and {grpc[0]}:{collector.grpc_port} (OTLP/gRPC)' if grpc else ''}; "
         f"dataset {args.out}; Ctrl-C to stop",
         highlight=False,
         markup=False,
@@ -95,7 +108,9 @@ def _run(args: argparse.Namespace) -> int:
         pass
     stats = collector.stop()
     requests = ", ".join(f"{n} {k}" for k, n in sorted(stats.requests.items())) or "none"
-    rejected = ", ".join(f"{n} × {s}" for s, n in sorted(stats.rejected.items())) or "none"
+    refused = [f"{n} × {s}" for s, n in sorted(stats.rejected.items())]
+    refused += [f"{n} × gRPC {s}" for s, n in sorted(stats.grpc_rejected.items())]
+    rejected = ", ".join(refused) or "none"
     unmapped = sum(stats.unmapped.values())
     err.print(
         f"promcp collect: requests {requests}; rejected {rejected}; {stats.records} log record(s) "

@@ -79,10 +79,10 @@ def add_recording_options(p: argparse.ArgumentParser) -> None:
     add_content_options(p)
 
 
-def parse_listen(value: str) -> tuple[str, int]:
+def parse_listen(value: str, option: str = "--listen") -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"--listen {value!r} is not HOST:PORT (e.g. 127.0.0.1:8080)", key="--listen")
+        raise ConfigError(f"{option} {value!r} is not HOST:PORT (e.g. 127.0.0.1:8080)", key=option)
     return host.strip("[]"), int(port)
 
 

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +42,20 @@ def _table(path: Path) -> pd.DataFrame:
     return pq.read_table(path).to_pandas().sort_values("seq").reset_index(drop=True)
 
 
+def _exporter(protocol: str, col: Collector) -> Any:
+    """The real OTLP span exporter of ``protocol`` pointed at the collector."""
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+
+        return GrpcSpanExporter(endpoint=f"127.0.0.1:{col.grpc_port}", insecure=True)
+    return OTLPSpanExporter(endpoint="http://{}:{}/v1/traces".format(*col.address))
+
+
 @pytest.mark.servers
-def test_instrument_to_collect_round_trip_equals_the_local_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_instrument_to_collect_round_trip_equals_the_local_run(tmp_path: Path, protocol: str) -> None:
     openai = pytest.importorskip("openai")
-    col = Collector(tmp_path / "collected", port=0).start()
-    endpoint = "http://{}:{}/v1/traces".format(*col.address)
+    col = Collector(tmp_path / "collected", port=0, grpc=("127.0.0.1", 0)).start()
     replies = [
         Reply(200, openai_tool_call("echo", '{"text": "round trip"}', call_id="call_rt")),
         Reply(200, openai_text("It said round trip.")),
@@ -70,7 +80,7 @@ def test_instrument_to_collect_round_trip_equals_the_local_run(tmp_path: Path) -
     try:
         with StubServer(replies, wire="openai") as stub:
             promcp.instrument(
-                out=tmp_path / "local", topology="c-cust", span_exporter=OTLPSpanExporter(endpoint=endpoint)
+                out=tmp_path / "local", topology="c-cust", span_exporter=_exporter(protocol, col)
             )
             try:
                 asyncio.run(host(stub.url + "/v1"))
@@ -79,6 +89,7 @@ def test_instrument_to_collect_round_trip_equals_the_local_run(tmp_path: Path) -
     finally:
         stats = col.stop()
     assert local_path is not None and stats.rejected == {} and stats.problems == 0
+    assert stats.requests.get("traces", 0) >= 1
     local = _table(local_path)
     collected_runs = pa.load(tmp_path / "collected")["run_id"].unique().tolist()
     assert collected_runs == [local["run_id"][0]]  # the rows went back into their own run, nothing else
@@ -190,3 +201,30 @@ def test_bad_trace_input_is_refused_and_the_receiver_stays_up(tmp_path: Path) ->
         stats = col.stop()
     assert stats.rejected == {400: 2} and stats.problems == 1
     assert len(pa.load(tmp_path)) == 8  # the good spans, once; the span with bad rows skipped and said
+
+
+def test_grpc_back_pressure_is_unavailable_and_nothing_is_lost(tmp_path: Path) -> None:
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    col = Collector(tmp_path, port=0, queue_size=1, grpc=("127.0.0.1", 0))
+    col._grpc.start()  # the recording worker is not running yet: the queue fills up
+    request = _foreign_request()
+    with grpc.insecure_channel(f"127.0.0.1:{col.grpc_port}") as channel:
+        stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+        stub.Export(request, timeout=10)
+        with pytest.raises(grpc.RpcError) as full:
+            stub.Export(request, timeout=10)
+        assert full.value.code() is grpc.StatusCode.UNAVAILABLE
+        col._worker.start()
+        col._serving.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the exporter retries UNAVAILABLE
+            try:
+                stub.Export(_foreign_request(), timeout=10)
+                break
+            except grpc.RpcError:
+                time.sleep(0.1)
+    stats = col.stop()
+    assert stats.grpc_rejected["UNAVAILABLE"] >= 1 and stats.requests["traces"] == 2
+    assert len(pa.load(tmp_path)) == 16  # both accepted requests (different traces), whole
