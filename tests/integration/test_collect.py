@@ -39,7 +39,7 @@ def _free_port() -> int:
 
 @pytest.mark.servers
 @pytest.mark.skipif(not CLAUDE.exists() or not MEMORY.exists(), reason="npm packages not installed (npm ci)")
-@pytest.mark.parametrize("protocol", ["http/json", "http/protobuf"])
+@pytest.mark.parametrize("protocol", ["http/json", "http/protobuf", "grpc"])
 def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str) -> None:
     home, work, out = tmp_path / "home", tmp_path / "work", tmp_path / "ds"
     home.mkdir()
@@ -48,9 +48,20 @@ def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str)
         "memory": {"command": "node", "args": [str(MEMORY)], "env": {"MEMORY_FILE_PATH": str(tmp_path / "m")}}
     }
     (home / ".claude.json").write_text(json.dumps({"mcpServers": servers}))
-    port = _free_port()
+    port, grpc_port = _free_port(), _free_port()
     collect = subprocess.Popen(
-        [sys.executable, "-m", "promcp.cli", "collect", "--listen", f"127.0.0.1:{port}", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "promcp.cli",
+            "collect",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--out",
+            str(out),
+            "--grpc",
+            f"127.0.0.1:{grpc_port}",
+        ],  # fmt: skip
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -58,7 +69,8 @@ def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # wait for the receiver
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                for p in (port, grpc_port):
+                    socket.create_connection(("127.0.0.1", p), timeout=0.5).close()
                 break
             except OSError:
                 time.sleep(0.1)
@@ -75,7 +87,7 @@ def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str)
                 "OTEL_LOGS_EXPORTER": "otlp",
                 "OTEL_METRICS_EXPORTER": "otlp",
                 "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
-                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{grpc_port if protocol == 'grpc' else port}",
                 "OTEL_LOGS_EXPORT_INTERVAL": "500",
                 "OTEL_METRIC_EXPORT_INTERVAL": "1000",
                 "OTEL_LOG_TOOL_DETAILS": "1",
