@@ -111,10 +111,13 @@ def _run(args: argparse.Namespace) -> int:
     refused = [f"{n} × {s}" for s, n in sorted(stats.rejected.items())]
     refused += [f"{n} × gRPC {s}" for s, n in sorted(stats.grpc_rejected.items())]
     rejected = ", ".join(refused) or "none"
-    unmapped = sum(stats.unmapped.values())
+    left = dict(stats.unmapped)
+    own = left.pop("promcp span (rows carried)", 0)  # their rows came on another span of the same sender
+    unmapped = sum(left.values())
     err.print(
         f"promcp collect: requests {requests}; rejected {rejected}; {stats.records} log record(s) "
-        f"({stats.tasks} Claude Code prompt(s)) and {stats.spans} span(s) ({unmapped} not mapped) → "
+        f"({stats.tasks} Claude Code prompt(s)) and {stats.spans} span(s) ({own} of promcp.instrument() with rows "
+        f"carried, {unmapped} not mapped) → "
         f"{stats.events} event(s); {stats.metrics} metric(s) counted, not added; "
         f"{stats.duplicates} duplicate row(s) skipped; {stats.problems} problem(s); {len(stats.runs)} run(s) written",
         highlight=False,
