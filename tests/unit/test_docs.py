@@ -102,6 +102,14 @@ SKIP: dict[str, str] = {
     "CLAUDE_CODE_ENABLE_TELEMETRY=1 OTEL_LOGS_EXPORTER=otlp OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf "
     "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_LOG_TOOL_DETAILS=1 claude": "interactive Claude Code "
     "against the real API (test_collect: the same variables, offline)",
+    "promcp collect --out fleet &": "a receiver in the background (test_collect_spans: the same round trip)",
+    "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python host.py": "the reader's own instrumented host "
+    "(test_collect_spans: instrument() exporting to the receiver)",
+    "kill -INT %1": "stops the background receiver above",
+    "python -c \"import pandas as pd; print(pd.read_parquet('fleet').sort_values('seq')[['stage','phase','tool',"
+    "'latency_ms','footprint_tokens']].to_string(index=False))\"": "reads the dataset the commands above wrote",
+    "promcp collect --grpc 127.0.0.1:4317": "a long-running receiver (test_collect: Claude Code over gRPC)",
+    "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python my_host.py": "placeholder: your host",
 }
 
 
