@@ -7,7 +7,6 @@ import gzip
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,19 +21,15 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 import promcp.analysis as pa
 from promcp.collect import Collector
 from tests.stubs.llm_http import StubServer
+from tests.stubs.ports import free_port, wait_port
 from tests.stubs.scripted_llm import Scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / "node_modules" / ".bin" / "claude"
 MEMORY = ROOT / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+PROMCP = [sys.executable, "-m", "promcp.cli"]
 TOOL = "mcp__memory__create_entities"
 ARGS = {"entities": [{"name": "promcp", "entityType": "project", "observations": ["collects telemetry"]}]}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.servers
@@ -48,32 +43,23 @@ def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str)
         "memory": {"command": "node", "args": [str(MEMORY)], "env": {"MEMORY_FILE_PATH": str(tmp_path / "m")}}
     }
     (home / ".claude.json").write_text(json.dumps({"mcpServers": servers}))
-    port, grpc_port = _free_port(), _free_port()
+    port, grpc_port = free_port(), free_port()
     collect = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "promcp.cli",
+            *PROMCP,
             "collect",
             "--listen",
             f"127.0.0.1:{port}",
-            "--out",
-            str(out),
             "--grpc",
             f"127.0.0.1:{grpc_port}",
-        ],  # fmt: skip
+            "--out",
+            str(out),
+        ],
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # wait for the receiver
-            try:
-                for p in (port, grpc_port):
-                    socket.create_connection(("127.0.0.1", p), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_port(port, grpc_port)
         script = Scripted(TOOL, ARGS, answer="Saved: ")
         with StubServer(script.anthropic) as stub:
             env = {

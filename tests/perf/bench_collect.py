@@ -17,7 +17,6 @@ import argparse
 import concurrent.futures
 import json
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,10 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs when run as a script
+
+from tests.stubs.ports import free_port, wait_port
 
 
 def _kv(key: str, value: str | int) -> KeyValue:
@@ -151,9 +154,7 @@ def main() -> int:
     ap.add_argument("--kind", choices=sorted(BATCHES), default="logs")
     args = ap.parse_args()
     make, path, per_call = BATCHES[args.kind]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ds"
         proc = subprocess.Popen(
@@ -170,12 +171,7 @@ def main() -> int:
             stderr=subprocess.PIPE,
             text=True,
         )
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_port(port)
         url = f"http://127.0.0.1:{port}{path}"
         expected = args.senders * args.batches * args.calls * per_call
         started = time.perf_counter()

@@ -48,26 +48,14 @@ import numpy as np
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs when run as a script
+
+from tests.stubs.ports import free_port, wait_port
+
 REPO = Path(__file__).resolve().parents[2]
 SERVER = [sys.executable, str(REPO / "tests" / "fault_servers" / "faulty.py"), "sized"]
 PROMCP = [sys.executable, "-m", "promcp.cli"]
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
 
 
 def serve_relay(target: int, port: int) -> None:
@@ -105,7 +93,7 @@ def serve_core(upstream: str, port: int) -> None:
 def _process(command: list[str], port: int) -> Iterator[None]:
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_port(port)
+        wait_port(port)
         yield
     finally:
         proc.terminate()
@@ -194,7 +182,7 @@ RELAY, CORE = "HTTP, bare TCP relay (floor)", "HTTP, proxy core forwarding only"
 async def bench(
     rounds: int, sizes: list[int], gap_s: float, out: Path
 ) -> dict[str, list[tuple[float, float]]]:
-    http_port, proxy_port, relay_port, core_port = _free_port(), _free_port(), _free_port(), _free_port()
+    http_port, proxy_port, relay_port, core_port = free_port(), free_port(), free_port(), free_port()
     proxy_cmd = [*PROMCP, "proxy", "mcp", "--out", str(out), "--run-id"]
     stdio_proxied = [*proxy_cmd, "bench-stdio", "--", *SERVER]
     http_proxied = [

@@ -29,6 +29,7 @@ import asyncio
 import json
 import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -40,6 +41,9 @@ from promcp.proxy._http import ReverseProxy
 from promcp.proxy._upstream import UpstreamPool
 from promcp.proxy.llm import LLMProxy
 from promcp.recorder import Recorder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.stubs when run as a script
+
 from tests.stubs.llm_http import anthropic_reply
 from tests.stubs.llm_streams import anthropic_stream, sse
 
