@@ -5,11 +5,11 @@ so both write the same runs:
 
 * rows carried by promcp's own spans (:func:`promcp.collectors.otlp_spans.carried_rows`) go into the run they were
   journaled in (same run id, topology, source, every column); a row already recorded (same ``seq``: an exporter's
-  retry, a file imported twice) is skipped;
+  retry, a file imported twice) is skipped (a run's ``seq`` numbers are kept as ranges: exact at any length);
 * events mapped from other spans go into ``otlp-spans-<service>-<host>-<YYYYMMDD>`` (topology ``c-cust``: a host
   someone instrumented), Claude Code's telemetry into ``otlp-logs-<service>-<host>-<YYYYMMDD>`` (``c-ots``), with
   ``service.name`` / ``host.name`` from the sender's resource and the UTC day of the event; a span already
-  recorded (same span id and stage) is skipped.
+  recorded (same span id and stage; a prompt: same task id) among the run's last million is skipped.
 
 Runs are journaled as events arrive and finalized by :meth:`OtlpRuns.close` (a rotation, the collector's exit, the
 end of an import). A run that already has a Parquet file — an earlier rotation, yesterday's collector, an earlier
@@ -19,11 +19,12 @@ start time and numbers ``seq`` again).
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -52,10 +53,70 @@ def run_key(kind: str, resource: dict[str, Any], at_ns: int | None) -> str:
     return f"otlp-{kind}-{service}-{host}-{day}"
 
 
+class SeqRanges:
+    """The ``seq`` numbers a run holds, as sorted half-open ranges: exact, and a few integers however long the run
+    (a run's rows arrive nearly in order)."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def __contains__(self, seq: object) -> bool:
+        if not isinstance(seq, int):
+            return False
+        i = bisect.bisect_right(self.starts, seq) - 1
+        return i >= 0 and seq < self.ends[i]
+
+    def add(self, seq: int) -> None:
+        if seq in self:
+            return
+        i = bisect.bisect_right(self.starts, seq)  # ranges [0, i) start at or before seq
+        joins_left = i > 0 and self.ends[i - 1] == seq
+        joins_right = i < len(self.starts) and self.starts[i] == seq + 1
+        if joins_left and joins_right:
+            self.ends[i - 1] = self.ends[i]
+            del self.starts[i], self.ends[i]
+        elif joins_left:
+            self.ends[i - 1] = seq + 1
+        elif joins_right:
+            self.starts[i] = seq
+        else:
+            self.starts.insert(i, seq)
+            self.ends.insert(i, seq + 1)
+
+    def update(self, seqs: Iterable[Any]) -> None:
+        for seq in seqs:
+            self.add(int(seq))
+
+    def __bool__(self) -> bool:
+        return bool(self.starts)
+
+
+class RecentKeys:
+    """The last ``limit`` keys recorded (first in, first out): enough to recognise an exporter's retry or a file
+    imported again without holding a whole day's keys in memory."""
+
+    def __init__(self, limit: int = 1_000_000) -> None:
+        self.limit = limit
+        self._keys: dict[int, None] = {}  # insertion-ordered; keys as hashes (this process only)
+
+    def __contains__(self, key: object) -> bool:
+        return hash(key) in self._keys
+
+    def update(self, keys: Iterable[Any]) -> None:
+        for key in keys:
+            self._keys[hash(key)] = None
+        while len(self._keys) > self.limit:
+            del self._keys[next(iter(self._keys))]
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+
 @dataclass
 class _Run:
     recorder: Recorder
-    seen: set[Any] = field(default_factory=set)
+    seen: SeqRanges | RecentKeys
     builder: Any = None  # the import builder for Claude Code conversations (bound to this run's content)
 
 
@@ -77,24 +138,31 @@ class OtlpRuns:
         self.finalized: list[Path] = []
         self.events = 0
         self.duplicates = 0
+        #: how many mapped-span and prompt keys each run remembers for recognising duplicates (own rows: all)
+        self.recent_keys = 1_000_000
         self._parts = 0
 
     # -- opening --------------------------------------------------------------------------------------------------
 
-    def _existing(self, topology: str, run_id: str, column: str | Sequence[str]) -> set[Any]:
-        """Keys already in the run's Parquet file (empty when it has none)."""
+    def _existing(self, topology: str, run_id: str, column: str | Sequence[str]) -> SeqRanges | RecentKeys:
+        """The keys already in the run's Parquet file: its ``seq`` ranges, or its last keys of ``column``."""
         from promcp.store.parquet import run_file
 
+        seen: SeqRanges | RecentKeys = SeqRanges() if column == "seq" else RecentKeys(self.recent_keys)
         path = run_file(self.out, topology, run_id)
         if not path.exists():
-            return set()
+            return seen
         import pyarrow.parquet as pq
 
         cols = [column] if isinstance(column, str) else list(column)
         table = pq.read_table(path, columns=cols).to_pydict()
-        if isinstance(column, str):
-            return set(table[column])
-        return set(zip(*(table[c] for c in cols), strict=True))
+        if isinstance(seen, SeqRanges):
+            seen.update(sorted(table["seq"]))
+        elif isinstance(column, str):
+            seen.update(table[column])
+        else:
+            seen.update(zip(*(table[c] for c in cols), strict=True))
+        return seen
 
     def _open(
         self,

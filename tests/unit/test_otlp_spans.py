@@ -10,7 +10,7 @@ import pytest
 
 import promcp.analysis as pa
 from promcp import tokenizers
-from promcp.collectors.otlp_runs import OtlpRuns, run_key
+from promcp.collectors.otlp_runs import OtlpRuns, RecentKeys, SeqRanges, run_key
 from promcp.collectors.otlp_spans import CarriedRows, SpanMapper, SpanRecord, carried_rows
 from promcp.errors import ImportFormatError
 from promcp.events import Event, Origin, Part, Stage, Topology, encode_events
@@ -159,3 +159,20 @@ def test_run_keys_name_the_sender_and_day() -> None:
     resource = {"service.name": "claude code", "host.name": "dev/box"}
     assert run_key("logs", resource, T0) == "otlp-logs-claude-code-dev-box-20260101"
     assert run_key("spans", {}, None) == "otlp-spans-unknown-service-unknown-host-undated"
+
+
+def test_seq_ranges_are_exact_and_stay_small() -> None:
+    ranges = SeqRanges()
+    ranges.update(range(0, 100_000))
+    ranges.update([100_005, 100_003, 100_004, 100_001])
+    assert (ranges.starts, ranges.ends) == ([0, 100_001, 100_003], [100_000, 100_002, 100_006])
+    ranges.add(100_000)
+    ranges.add(100_002)  # closes both gaps
+    assert (ranges.starts, ranges.ends) == ([0], [100_006])
+    assert 100_005 in ranges and 100_006 not in ranges and -1 not in ranges and "7" not in ranges
+
+
+def test_recent_keys_forget_the_oldest_past_their_limit() -> None:
+    keys = RecentKeys(limit=3)
+    keys.update([("a", "S3"), ("b", "S3"), ("c", "S3"), ("d", "S3")])
+    assert ("a", "S3") not in keys and ("d", "S3") in keys and ("b", "S3") in keys
