@@ -228,3 +228,27 @@ def test_grpc_back_pressure_is_unavailable_and_nothing_is_lost(tmp_path: Path) -
     stats = col.stop()
     assert stats.grpc_rejected["UNAVAILABLE"] >= 1 and stats.requests["traces"] == 2
     assert len(pa.load(tmp_path)) == 16  # both accepted requests (different traces), whole
+
+
+def test_rotation_finalizes_and_a_later_batch_continues_the_same_run(tmp_path: Path) -> None:
+    col = Collector(tmp_path, port=0, rotate_s=0.3).start()
+    url = "http://{}:{}/v1/traces".format(*col.address)
+    proto = {"content-type": "application/x-protobuf"}
+    try:
+        assert (
+            httpx.post(url, content=_foreign_request().SerializeToString(), headers=proto).status_code == 200
+        )
+        deadline = time.monotonic() + 10
+        while not col.stats.runs and time.monotonic() < deadline:  # the first rotation wrote the run
+            time.sleep(0.1)
+        assert len(col.stats.runs) == 1
+        readable = pa.load(tmp_path)  # readable while the collector keeps running
+        assert len(readable) == 8
+        assert (
+            httpx.post(url, content=_foreign_request().SerializeToString(), headers=proto).status_code == 200
+        )
+    finally:
+        stats = col.stop()
+    df = pa.load(tmp_path)
+    assert len(df) == 16 and df["run_id"].nunique() == 1  # the later batch was merged into the same day's run
+    assert sorted(df["seq"]) == list(range(16)) and len(stats.runs) >= 2
