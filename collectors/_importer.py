@@ -330,6 +330,7 @@ class _SpanImport:
         self.summary, self.sink = summary, sink
         self.runs = None if sink else OtlpRuns(root, content=content, max_content_bytes=max_content_bytes)
         self.mapper = SpanMapper(tokenizers.get("o200k_base"))
+        self.tasks: set[str | None] = set()  # the tasks (traces) that got events
 
     def request(self, request: Any, line: int) -> None:
         from promcp.collectors import otlp_spans
@@ -344,13 +345,17 @@ class _SpanImport:
             if self.runs is None:
                 for event in events:
                     self.sink(event)  # type: ignore[misc]
-                self.summary.events += len(events)
+                written = len(events)
             elif carried is not None:
-                self.summary.events += self.runs.carried(carried)
-            elif events:
-                self.summary.events += self.runs.mapped(span.resource, events)
+                written = self.runs.carried(carried)
+            else:
+                written = self.runs.mapped(span.resource, events) if events else 0
+            self.summary.events += written
+            if written:
+                self.tasks.update(e.task_id for e in events)
 
     def close(self) -> list[Path]:
+        self.summary.tasks += len(self.tasks)
         if self.runs is None:
             return []
         written = self.runs.close()
