@@ -294,8 +294,7 @@ def import_path(
             if spans is not None:
                 summary.datasets.extend(spans.close())
             if recorder is not None and fmt == "otlp" and not recorder.events:
-                recorder.close(finalize_run=False)  # traces only: their runs are written by _SpanImport
-                recorder.journal_path.unlink(missing_ok=True)
+                recorder.discard()  # traces only: their runs are written by _SpanImport
             elif recorder is not None:
                 result = recorder.close()
                 if result is not None:
@@ -327,7 +326,8 @@ class _SpanImport:
         from promcp.collectors.otlp_runs import OtlpRuns
         from promcp.collectors.otlp_spans import SpanMapper
 
-        self.summary, self.sink = summary, sink
+        self.summary = summary
+        self.emit: Callable[[Event], Any] = sink or (lambda _event: None)
         self.runs = None if sink else OtlpRuns(root, content=content, max_content_bytes=max_content_bytes)
         self.mapper = SpanMapper(tokenizers.get("o200k_base"))
         self.tasks: set[str | None] = set()  # the tasks (traces) that got events
@@ -335,21 +335,18 @@ class _SpanImport:
     def request(self, request: Any, line: int) -> None:
         from promcp.collectors import otlp_spans
 
-        for span in sorted(otlp_spans.span_records(request), key=lambda s: s.start_ns):
-            try:
-                carried = otlp_spans.carried_rows(span)
-            except ImportFormatError as exc:
-                self.summary.problems.add("bad_span", str(exc), line=line)
-                continue
-            events = carried.rows if carried is not None else self.mapper.events(span)
-            if self.runs is None:
-                for event in events:
-                    self.sink(event)  # type: ignore[misc]
-                written = len(events)
-            elif carried is not None:
-                written = self.runs.carried(carried)
+        def problem(exc: Exception) -> None:
+            self.summary.problems.add("bad_span", str(exc), line=line)
+
+        spans = otlp_spans.span_records(request)
+        for resource, rows, mapped in otlp_spans.request_batches(spans, self.mapper, problem):
+            events = rows.rows if rows else mapped
+            if self.runs is not None:
+                written = self.runs.carried(rows) if rows else self.runs.mapped(resource, events)
             else:
-                written = self.runs.mapped(span.resource, events) if events else 0
+                for event in events:
+                    self.emit(event)
+                written = len(events)
             self.summary.events += written
             if written:
                 self.tasks.update(e.task_id for e in events)

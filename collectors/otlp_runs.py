@@ -135,8 +135,6 @@ class OtlpRuns:
         self.content, self.max_content_bytes = content, max_content_bytes
         self.say = say
         self.runs: dict[str, _Run] = {}
-        self.finalized: list[Path] = []
-        self.events = 0
         self.duplicates = 0
         #: how many mapped-span and prompt keys each run remembers for recognising duplicates (own rows: all)
         self.recent_keys = 1_000_000
@@ -144,12 +142,9 @@ class OtlpRuns:
 
     # -- opening --------------------------------------------------------------------------------------------------
 
-    def _existing(self, topology: str, run_id: str, column: str | Sequence[str]) -> SeqRanges | RecentKeys:
-        """The keys already in the run's Parquet file: its ``seq`` ranges, or its last keys of ``column``."""
-        from promcp.store.parquet import run_file
-
+    def _existing(self, path: Path, column: str | Sequence[str]) -> SeqRanges | RecentKeys:
+        """The keys already in the run's Parquet file ``path``: its ``seq`` ranges, or its last keys of ``column``."""
         seen: SeqRanges | RecentKeys = SeqRanges() if column == "seq" else RecentKeys(self.recent_keys)
-        path = run_file(self.out, topology, run_id)
         if not path.exists():
             return seen
         import pyarrow.parquet as pq
@@ -180,11 +175,13 @@ class OtlpRuns:
         if run is not None:
             return run
         from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX
+        from promcp.store.parquet import run_file
 
-        seen = self._existing(topology, run_id, keys)
+        finalized = run_file(self.out, topology, run_id)
+        seen = self._existing(finalized, keys)
         journal = self.out / JOURNAL_DIR / f"{run_id}{JOURNAL_SUFFIX}"
         part = None
-        if seen or journal.exists():  # continue the run: a part merged into it at close
+        if finalized.exists() or journal.exists():  # continue the run: a part merged into it at close
             self._parts += 1
             part = f"collect-{os.getpid()}-{self._parts}"
         recorder = Recorder(
@@ -224,7 +221,6 @@ class OtlpRuns:
         if fresh:
             run.seen.update(r.seq for r in fresh)
             run.recorder.append(fresh)
-            self.events += len(fresh)
         return len(fresh)
 
     def mapped(self, resource: dict[str, Any], events: Sequence[Event]) -> int:
@@ -247,7 +243,6 @@ class OtlpRuns:
                 run.seen.update((e.span_id, e.stage.value) for e in fresh)
                 run.recorder.emit_many(fresh)
                 written += len(fresh)
-        self.events += written
         return written
 
     def conversations(self, conversations: Iterable[Any]) -> tuple[int, int]:
@@ -278,7 +273,6 @@ class OtlpRuns:
             run.recorder.emit_many(built)
             events += len(built)
             tasks += len(conv.tasks)
-        self.events += events
         return events, tasks
 
     # -- closing --------------------------------------------------------------------------------------------------
@@ -289,18 +283,15 @@ class OtlpRuns:
         runs, self.runs = self.runs, {}
         for run_id, run in runs.items():
             rec = run.recorder
-            if rec.events:
-                path = rec.close()
+            if not rec.events:
+                rec.discard()
+                continue
+            path = rec.close()
+            if path is None:
+                self.say(f"run {run_id}: part recorded, merged when its other parts end")
             else:
-                rec.close(finalize_run=False)
-                rec.journal_path.unlink(missing_ok=True)
-                path = None
-            if path is not None:
                 written.append(path)
                 self.say(f"finalized {path}")
-            elif rec.events:
-                self.say(f"run {run_id}: part recorded, merged when its other parts end")
-        self.finalized.extend(written)
         return written
 
 

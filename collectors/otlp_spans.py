@@ -28,13 +28,10 @@ both ends is not counted twice.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
-
-import msgspec
 
 from promcp import stages
 from promcp.errors import ImportFormatError
@@ -47,19 +44,14 @@ from promcp.events import (
     Status,
     TokenSource,
     Transport,
-    decode_events,
 )
 from promcp.stages import Failure, Instant, LLMCall, ToolsCall
 from promcp.tokenizers import CachedTokenizer
-from promcp.wire import Output, ToolCall, Usage
+from promcp.wire import Output, ToolCall, Usage, carried
 from promcp.wire.mcp import Handshake
 
-__all__ = ["CarriedRows", "SpanMapper", "SpanRecord", "carried_rows", "span_records"]
+__all__ = ["CarriedRows", "SpanMapper", "SpanRecord", "carried_rows", "request_batches", "span_records"]
 
-EVENTS_ATTR: Final = "promcp.events"
-RUN_ATTR: Final = "promcp.run"
-#: the resource attribute of promcp.instrument()'s spans when they carry their rows (promcp/shims/_spans.py)
-CARRIED_RUN_RESOURCE: Final = "promcp.run.id"
 _CLIENT: Final = 3  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_CLIENT
 _SERVER: Final = 2
 _STATUS_ERROR: Final = 2
@@ -123,25 +115,40 @@ class CarriedRows:
 
 
 def carried_rows(span: SpanRecord) -> CarriedRows | None:
-    """The journal rows ``span`` carries (None when it carries none). Raises :class:`ImportFormatError` naming the
-    span when the attribute does not decode (a truncating ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, say)."""
-    data = span.attrs.get(EVENTS_ATTR)
-    if data is None:
-        return None
-    where = f"span {span.span_id} ({span.name!r})"
+    """The journal rows ``span`` carries (None when it carries none; the format is :mod:`promcp.wire.carried`).
+    Raises :class:`ImportFormatError` naming the span when they do not decode (a truncating
+    ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, say)."""
     try:
-        rows = decode_events(data if isinstance(data, str | bytes) else "")
-        run = json.loads(str(span.attrs.get(RUN_ATTR) or "{}"))
-    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
-        raise ImportFormatError(f"{where}: {EVENTS_ATTR} does not decode: {str(exc)[:160]}") from None
-    if not isinstance(run, dict):
-        raise ImportFormatError(f"{where}: {RUN_ATTR} is not a JSON object")
-    run_ids = {r.run_id for r in rows}
-    if len(run_ids) > 1 or (rows and run.get("run_id") not in (None, rows[0].run_id)):
-        raise ImportFormatError(f"{where}: rows of several runs on one span")
-    if rows and "run_id" not in run:
-        run["run_id"] = rows[0].run_id
-    return CarriedRows(run, rows)
+        found = carried.decode(span.attrs)
+    except ValueError as exc:
+        raise ImportFormatError(f"span {span.span_id} ({span.name!r}): {exc}") from None
+    return None if found is None else CarriedRows(*found)
+
+
+def request_batches(
+    spans: Iterable[SpanRecord], mapper: SpanMapper, problem: Callable[[ImportFormatError], None]
+) -> Iterator[tuple[dict[str, Any], CarriedRows | None, list[Event]]]:
+    """What one trace request holds, for a receiver or an import to write (collectors/otlp_runs.py): each span's
+    carried rows as ``(resource, rows, [])``, then the mapped events grouped by sender as ``(resource, None,
+    events)`` (one batch per sender: journaled with one write). Spans are taken in start order, so a trace's first
+    LLM call is its S1 whatever order the exporter sent them in; a span whose rows do not decode goes to
+    ``problem`` and the rest are kept."""
+    by_sender: dict[str, tuple[dict[str, Any], list[Event]]] = {}
+    for span in sorted(spans, key=lambda s: s.start_ns):
+        try:
+            rows = carried_rows(span)
+        except ImportFormatError as exc:
+            problem(exc)
+            continue
+        if rows is not None:
+            yield span.resource, rows, []
+            continue
+        events = mapper.events(span)
+        if events:
+            key = repr(sorted(span.resource.items()))
+            by_sender.setdefault(key, (span.resource, []))[1].extend(events)
+    for resource, events in by_sender.values():
+        yield resource, None, events
 
 
 def _int(v: Any) -> int | None:
@@ -172,7 +179,7 @@ class SpanMapper:
         a = span.attrs
         method = _str(a.get("mcp.method.name"))
         op = _str(a.get("gen_ai.operation.name"))
-        if span.resource.get(CARRIED_RUN_RESOURCE):  # promcp's own: its rows arrive carried, exactly
+        if span.resource.get(carried.RUN_RESOURCE):  # promcp's own: its rows arrive carried, exactly
             self.unmapped["promcp span (rows carried)"] = (
                 self.unmapped.get("promcp span (rows carried)", 0) + 1
             )

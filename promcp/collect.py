@@ -183,27 +183,15 @@ class Collector:
 
     def _traces(self, request: Any) -> None:
         from promcp.collectors import otlp_spans
-        from promcp.errors import ImportFormatError
 
-        mapped: dict[str, tuple[dict[str, Any], list[Any]]] = {}
-        # in start order: a trace's first LLM call is its S1 whatever order the exporter sent the spans in
-        for span in sorted(otlp_spans.span_records(request), key=lambda s: s.start_ns):
-            self.stats.spans += 1
-            try:
-                carried = otlp_spans.carried_rows(span)
-            except ImportFormatError as exc:
-                self.stats.problems += 1
-                self.say(f"promcp collect: {exc} (span skipped)")
-                continue
-            if carried is not None:
-                self.stats.events += self.runs.carried(carried)
-                continue
-            events = self.mapper.events(span)
-            if events:
-                key = repr(sorted(span.resource.items()))
-                mapped.setdefault(key, (span.resource, []))[1].extend(events)
-        for resource, events in mapped.values():
-            self.stats.events += self.runs.mapped(resource, events)
+        def problem(exc: Exception) -> None:
+            self.stats.problems += 1
+            self.say(f"promcp collect: {exc} (span skipped)")
+
+        spans = list(otlp_spans.span_records(request))
+        self.stats.spans += len(spans)
+        for resource, rows, events in otlp_spans.request_batches(spans, self.mapper, problem):
+            self.stats.events += self.runs.carried(rows) if rows else self.runs.mapped(resource, events)
 
     def _close(self) -> None:
         self.stats.runs.extend(self.runs.close())

@@ -219,18 +219,20 @@ class Recorder:
             changes["resp_preview"] = preview(event.resp_preview, self.preview_chars)
         return event.replace(**changes)
 
-    def emit(self, event: Event) -> Event:
-        """Complete ``event`` from the recorder and the current scope, journal it, and return the stored row."""
+    def _check_open(self) -> None:
         if self._closed:
             raise PromcpError(f"recorder for run {self.run_id} is closed")
+
+    def emit(self, event: Event) -> Event:
+        """Complete ``event`` from the recorder and the current scope, journal it, and return the stored row."""
+        self._check_open()
         final = self._complete(event, current_scope(), None)
         self._journal([final])
         return final
 
     def emit_many(self, events: Sequence[Event]) -> list[Event]:
         """:meth:`emit` for a batch, journaled with one write (a receiver's request, say)."""
-        if self._closed:
-            raise PromcpError(f"recorder for run {self.run_id} is closed")
+        self._check_open()
         sc = current_scope()
         rows = [self._complete(e, sc, None) for e in events]
         self._journal(rows)
@@ -239,8 +241,7 @@ class Recorder:
     def append(self, rows: Sequence[Event]) -> None:
         """Journal rows that are already complete, as they are (another recorder's rows, carried over OTLP:
         their run id, ``seq`` and every column stay). The caller makes sure they belong to this run."""
-        if self._closed:
-            raise PromcpError(f"recorder for run {self.run_id} is closed")
+        self._check_open()
         self._journal(rows)
 
     def on_journal(self, listener: Callable[[Event], None] | None) -> None:
@@ -274,8 +275,7 @@ class Recorder:
         GIL. A SIGKILL can therefore lose the events of the current burst (at most the backlog), never finished
         ones that were journaled.
         """
-        if self._closed:
-            raise PromcpError(f"recorder for run {self.run_id} is closed")
+        self._check_open()
         if self._queue is None:
             self._queue = queue.Queue()
             self._worker = threading.Thread(
@@ -423,6 +423,11 @@ class Recorder:
                     errno=stopped.errno,
                 )
         return self.result_path
+
+    def discard(self) -> None:
+        """Close without finalizing and remove the journal: for a run that recorded no event (no empty file)."""
+        self.close(finalize_run=False)
+        self.journal_path.unlink(missing_ok=True)
 
     @property
     def worker_errors(self) -> list[BaseException]:

@@ -18,9 +18,8 @@ Attributes — semantic conventions where they exist: ``mcp.method.name`` and ``
 or the tools/list schemas), ``promcp.n_tools``, ``promcp.tokenizer``.
 
 **Rows carried for ``promcp collect``.** When promcp owns the provider, every row the recorder journals also rides,
-as JSON, on the next spans exported: attribute ``promcp.events`` (a JSON array of event rows, at most
-:data:`ROWS_PER_SPAN` per span) and ``promcp.run`` (the run's header: run id, topology, source, benchmark, meta,
-content mode); the provider's resource names the run (``promcp.run.id``). ``promcp collect`` writes them back as they are, so the collected run equals the local one column for
+as JSON, on the next spans exported, in the format of :mod:`promcp.wire.carried` (``promcp.events`` /
+``promcp.run`` span attributes, ``promcp.run.id`` on the resource). ``promcp collect`` writes them back as they are, so the collected run equals the local one column for
 column (``collectors/otlp_spans.py``). When nothing else is exported, :meth:`Tracing.close` sends the rest on
 ``promcp events`` spans. The stored texts (content blobs) stay local.
 """
@@ -32,9 +31,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from promcp.events import Event, Phase, Stage, encode_events
+from promcp.events import Event, Phase, Stage
 from promcp.shims._calls import Call
 from promcp.shims._patch import Patches, guard
+from promcp.wire import carried
 
 if TYPE_CHECKING:  # pragma: no cover
     from promcp.recorder import Recorder
@@ -48,13 +48,6 @@ _STAGE = {
 }
 _HANDSHAKE = (Stage.INIT, Phase.INITIALIZE)
 _MAX_DEFERRED = 100_000
-#: span attributes carrying journal rows (see the module docstring)
-EVENTS_ATTR = "promcp.events"
-RUN_ATTR = "promcp.run"
-#: rows on one span (a span of 1,000 rows is ~1 MB of JSON, far below any receiver's request limit)
-ROWS_PER_SPAN = 1000
-#: resource attribute of a provider whose spans carry their rows (their own attributes are not mapped again)
-CARRIED_RUN_RESOURCE = "promcp.run.id"
 
 
 class _Deferred:
@@ -114,12 +107,12 @@ class RowCarrier:
     def take(self, spans: int) -> list[list[Event]]:
         """Up to ``spans`` chunks of rows, oldest first; the rest wait for the next export."""
         with self._lock:
-            n = min(len(self._rows), spans * ROWS_PER_SPAN)
+            n = min(len(self._rows), spans * carried.ROWS_PER_SPAN)
             rows, self._rows = self._rows[:n], self._rows[n:]
-        return [rows[i : i + ROWS_PER_SPAN] for i in range(0, len(rows), ROWS_PER_SPAN)]
+        return [rows[i : i + carried.ROWS_PER_SPAN] for i in range(0, len(rows), carried.ROWS_PER_SPAN)]
 
     def attributes(self, rows: list[Event]) -> dict[str, Any]:
-        return {EVENTS_ATTR: encode_events(rows).decode(), RUN_ATTR: self.run}
+        return carried.encode(rows, self.run)
 
 
 class Tracing:
@@ -133,7 +126,9 @@ class Tracing:
         if self.provider is not None and self.owned:
             carrier = self.carrier
             if carrier is not None and carrier.pending and _tracer is not None:
-                for _ in range(-(-carrier.pending // ROWS_PER_SPAN)):  # spans for the rows not sent yet
+                for _ in range(
+                    -(-carrier.pending // carried.ROWS_PER_SPAN)
+                ):  # spans for the rows not sent yet
                     _tracer.start_span("promcp events").end()
             self.provider.force_flush()  # deferred attributes and carried rows are applied during this export
             self.provider.shutdown()
@@ -169,7 +164,7 @@ def setup(patches: Patches, span_exporter: Any = None, recorder: Recorder | None
     if (
         recorder is not None
     ):  # the rows ride along: a receiver takes them instead of mapping these spans again
-        resource[CARRIED_RUN_RESOURCE] = recorder.run_id
+        resource[carried.RUN_RESOURCE] = recorder.run_id
     provider = TracerProvider(resource=Resource.create(resource))
     carrier = RowCarrier(recorder) if recorder is not None else None
     exporter = TokenEnrichingExporter(span_exporter, carrier)

@@ -16,7 +16,8 @@ a stream folded, by one implementation per provider:
 Each module has ``parse_request(body) -> ChatRequest`` (pieces by origin, in the provider's prompt order),
 ``parse_response(body) -> Output`` and a stream accumulator (``feed(event)`` for each SDK event object or decoded
 JSON, then ``result() -> Output``). :mod:`promcp.wire.framing` splits raw SSE / NDJSON bytes into those events;
-:mod:`promcp.wire.mcp` reads MCP handshakes, tool lists and tool-call results. Nothing here records, counts tokens
+:mod:`promcp.wire.mcp` reads MCP handshakes, tool lists and tool-call results; :mod:`promcp.wire.carried` is the
+format of the journal rows ``promcp.instrument()`` carries on its spans to ``promcp collect``. Nothing here records, counts tokens
 or knows a clock: that is :mod:`promcp.stages`.
 """
 
