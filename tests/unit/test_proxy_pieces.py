@@ -149,6 +149,24 @@ def test_observer_pairs_requests_and_times_them_exactly(tmp_path: Path) -> None:
     assert "notifications/tools/list_changed" in set(ev.loc[ev["stage"] == "MCP", "mcp_method"])
 
 
+def test_answer_read_before_the_request_write_returned_still_has_a_positive_s4(tmp_path: Path) -> None:
+    """The relay thread stamps "forwarded" after its write returns; on a busy machine the other thread can read the
+    answer first. The S4 then starts when that write began (the request's last byte arrived), never after its end."""
+    obs, rec, clock = _observer(tmp_path)
+    arrived = clock.now()
+    clock.advance(0.2)
+    answer_at = clock.now()
+    clock.advance(0.3)
+    request = Seen(40, arrived, arrived, clock.now())  # the write returned after the answer was read
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "t", "arguments": {}}}
+    obs.message(CLIENT, call, request)
+    result = {"jsonrpc": "2.0", "id": 5, "result": {"content": [{"type": "text", "text": "ok"}]}}
+    obs.message(SERVER, result, Seen(30, answer_at, answer_at, answer_at))
+    ev = _events(tmp_path, rec)
+    s3, s4 = ev[ev["stage"] == "S3"].iloc[0], ev[ev["stage"] == "S4"].iloc[0]
+    assert s4["latency_ms"] == pytest.approx(0.2) and s3["latency_ms"] == 0.0
+
+
 def test_observer_cancel_timeout_late_answer_and_garbage(tmp_path: Path) -> None:
     obs, rec, clock = _observer(tmp_path, timeout_s=5)
     obs.message(

@@ -78,6 +78,16 @@ class Seen:
     forwarded: Instant | None  # its last byte was handed on to the other side (None: it never was)
 
 
+def _handed_on(request: Seen, answer: Seen | None) -> Instant | None:
+    """When the request counts as handed to the other side: the instant its last byte's write returned, unless the
+    answer had already begun to arrive by then (the relay thread was descheduled after the write, or the answer raced
+    ahead of the clock call) — then the instant that write began, which the answer cannot precede."""
+    forwarded = request.forwarded
+    if forwarded is None or answer is None or forwarded.ms_to(answer.first) >= 0:
+        return forwarded
+    return request.last
+
+
 @dataclass(slots=True)
 class _Request:
     origin: str  # who asked: CLIENT or SERVER
@@ -657,7 +667,7 @@ class McpObserver:
             "tool": str(params.get("name")),
             "start": req.seen.first,
             "end": end,
-            "sent": req.seen.forwarded,
+            "sent": _handed_on(req.seen, answer),
             "received": answer.last if answer is not None else None,
             "server": self.server,
             "transport": self.transport,
