@@ -9,7 +9,8 @@ One :class:`ReverseProxy` listens on a loopback port and forwards every request 
 * **streamed**: each chunk of a response body is written to the client as soon as it arrives from the upstream
   (an SSE event is never held back waiting for the next one). A request body is read whole first (bounded by
   ``max_request_bytes``; past it the client gets 413).
-* **failures of its own** are clear: upstream unreachable → 502, upstream silent past the timeout before answering
+* **failures of its own** are clear: bytes that are not HTTP/1.1 (or a head over 256 KiB) → 400 and the
+  connection closed; upstream unreachable → 502, upstream silent past the timeout before answering
   → 504, each with a JSON body ``{"type": "error", "error": {"type": "proxy_error", "message": "promcp proxy: …"}}``
   (both the Anthropic and the OpenAI SDKs read its message). An upstream that breaks off mid-body makes the proxy
   break off the client's response too (the client sees a truncated body, as it would have without the proxy); a
@@ -32,16 +33,17 @@ Secrets: observers only ever see :attr:`ProxyRequest.headers` / :attr:`ProxyResp
 name looks like a credential (key, token, secret, auth, password, credential, signature) are removed, so nothing
 built on this core can record them.
 
-Stack (measured, tests/perf/bench_proxy_llm.py and docs/proxy-llm.md): both sides are asyncio streams with the
-``h11`` HTTP/1.1 state machine; the upstream side is a small keep-alive pool (:mod:`promcp.proxy._upstream`; TLS
-through the certifi roots; no environment proxies or ``.netrc`` credentials: nothing is added to what the client
-sent).
+Stack (measured, tests/perf/bench_proxy.py, tests/perf/bench_proxy_llm.py and docs/proxy.md): both sides are
+asyncio streams with llhttp parsing and the proxy's own framing (:mod:`promcp.proxy._h1`); the upstream side is a
+small keep-alive pool (:mod:`promcp.proxy._upstream`; TLS through the certifi roots; no environment proxies or
+``.netrc`` credentials: nothing is added to what the client sent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import json
 import logging
 import re
@@ -52,9 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import h11
-
 from promcp.errors import ConfigError
+from promcp.proxy import _h1
 from promcp.proxy._upstream import (
     UpstreamBroken,
     UpstreamPool,
@@ -100,7 +101,8 @@ _HOP_BY_HOP = frozenset(
 )
 _HOP_BY_HOP_BYTES = frozenset(h.encode() for h in _HOP_BY_HOP)
 #: set by the proxy itself: ``host`` names the upstream, ``content-length`` is the length of the body it forwards
-_REWRITTEN = frozenset({"host", "content-length"})
+_REWRITTEN = frozenset({b"host", b"content-length"})
+_REASONS = {400: b"Bad Request", 413: b"Payload Too Large", 502: b"Bad Gateway", 504: b"Gateway Timeout"}
 _SECRET_NAMES = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 _SECRET_LIKE = re.compile(r"key|token|secret|auth|passw|credential|signature|cookie", re.I)
 
@@ -206,6 +208,14 @@ class ExchangeObserver:
 Observe = Callable[[ProxyRequest], ExchangeObserver | None]
 
 
+class _Framing(enum.Enum):
+    """How the body of a response to the client is delimited."""
+
+    LENGTH = "content-length"  # the upstream's Content-Length (or no body at all: HEAD, 204, 304)
+    CHUNKED = "chunked"
+    CLOSE = "close"  # an HTTP/1.0 client without a length: the body ends when the proxy closes the connection
+
+
 class _Abort(Exception):
     """Stop serving this connection (the client is gone or the response had to be broken off)."""
 
@@ -252,7 +262,9 @@ class ReverseProxy:
         self.upstream = upstream.rstrip("/")
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.upstream_path = parts.path.rstrip("/")
-        self._upstream_host = parts.netloc
+        self._upstream_host = (
+            parts.netloc.encode("idna") if not parts.netloc.isascii() else parts.netloc.encode()
+        )
         self.observe = observe
         self.host, self.port = host, port
         self.max_request_bytes = max_request_bytes
@@ -369,17 +381,19 @@ class ReverseProxy:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = writer.get_extra_info("peername")
         client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=256 * 1024)
+        parser = _h1.Reader(response=False)
         try:
             while True:
-                head = await self._next_event(conn, reader)
-                if not isinstance(head, h11.Request):
+                head = await self._next_event(parser, reader)
+                if not isinstance(head, _h1.Head):
                     break
-                await self._exchange(conn, reader, writer, head, client)
-                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                if not await self._exchange(parser, reader, writer, head, client):
                     break
-                conn.start_next_cycle()
-        except (_Abort, ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError):
+        except _h1.ProtocolError as exc:  # before any answer to it: say so, then close
+            self.stats.errors["bad_request"] = self.stats.errors.get("bad_request", 0) + 1
+            with contextlib.suppress(Exception):
+                await self._send_own(writer, 400, f"promcp proxy: bad request: {exc}", close=True)
+        except (_Abort, ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
             pass
@@ -389,33 +403,35 @@ class ReverseProxy:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _next_event(self, conn: h11.Connection, reader: asyncio.StreamReader) -> Any:
+    async def _next_event(self, parser: _h1.Reader, reader: asyncio.StreamReader) -> _h1.Event | None:
+        """The client's next parsed event; None when it closed."""
         while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await reader.read(_READ_SIZE)
-                conn.receive_data(data)  # b"" tells h11 the peer closed
+            event = parser.next_event()
+            if event is _h1.NEED_DATA:
+                if parser.broken:
+                    return None
+                parser.feed(await reader.read(_READ_SIZE))  # b"": the client closed
                 continue
             return event
 
     async def _exchange(
         self,
-        conn: h11.Connection,
+        parser: _h1.Reader,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        head: h11.Request,
+        head: _h1.Head,
         client: str,
-    ) -> None:
+    ) -> bool:
+        """Serve one request; whether the connection may carry another."""
         received = self.clock.now()
         self.stats.requests += 1
-        raw_headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in head.headers]
-        if any(k == "expect" and v.lower() == "100-continue" for k, v in raw_headers):
-            writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
-        body, too_large = await self._read_body(conn, reader)
+        if any(k == b"expect" and v.lower() == b"100-continue" for k, v in head.headers):
+            writer.write(_h1.CONTINUE)
+        body, too_large = await self._read_body(parser, reader)
         request = ProxyRequest(
             method=head.method.decode("ascii"),
             target=head.target.decode("latin-1"),
-            headers=safe_headers(raw_headers),
+            headers=safe_headers((k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers),
             body=body,
             received=received,
             client=client,
@@ -430,9 +446,9 @@ class ReverseProxy:
                     f"promcp proxy: request body over {self.max_request_bytes} bytes",
                 )
                 outcome.status = 413
-                await self._send_own(conn, writer, 413, outcome.message, close=True)
-                return
-            await self._forward(conn, reader, writer, request, raw_headers, observer, outcome)
+                await self._send_own(writer, 413, outcome.message, close=True)
+                return False
+            return await self._forward(parser, reader, writer, head, body, observer, outcome)
         finally:
             outcome.end = self.clock.now()
             if outcome.error:
@@ -451,110 +467,111 @@ class ReverseProxy:
             )
             return None
 
-    async def _read_body(self, conn: h11.Connection, reader: asyncio.StreamReader) -> tuple[bytes, bool]:
+    async def _read_body(self, parser: _h1.Reader, reader: asyncio.StreamReader) -> tuple[bytes, bool]:
         chunks: list[bytes] = []
         size = 0
         too_large = False
         while True:
-            event = await self._next_event(conn, reader)
-            if isinstance(event, h11.Data):
+            event = await self._next_event(parser, reader)
+            if isinstance(event, _h1.Data):
                 size += len(event.data)
                 if size > self.max_request_bytes:
                     too_large = True
                     chunks.clear()
                 elif not too_large:
-                    chunks.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
+                    chunks.append(event.data)
+            elif event is _h1.END:
                 return b"".join(chunks), too_large
-            else:  # ConnectionClosed mid-body
+            else:  # closed mid-body
                 raise _Abort
 
-    def _upstream_headers(self, raw: Sequence[tuple[str, str]], length: int) -> list[tuple[str, str]]:
-        named = {t.strip().lower() for k, v in raw if k == "connection" for t in v.split(",")}
-        out = [(k, v) for k, v in raw if k not in _HOP_BY_HOP and k not in _REWRITTEN and k not in named]
-        if length or any(k == "content-length" for k, _ in raw):
-            out.append(("content-length", str(length)))
-        return [("host", self._upstream_host), *out]
+    def _upstream_headers(self, raw: Sequence[tuple[bytes, bytes]], length: int) -> list[tuple[bytes, bytes]]:
+        named = {t.strip() for k, v in raw if k == b"connection" for t in v.lower().split(b",")}
+        out = [
+            (k, v) for k, v in raw if k not in _HOP_BY_HOP_BYTES and k not in _REWRITTEN and k not in named
+        ]
+        if length or any(k == b"content-length" for k, _ in raw):
+            out.append((b"content-length", b"%d" % length))
+        return [(b"host", self._upstream_host), *out]
 
     async def _forward(
         self,
-        conn: h11.Connection,
+        parser: _h1.Reader,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        request: ProxyRequest,
-        raw_headers: list[tuple[str, str]],
+        head: _h1.Head,
+        body: bytes,
         observer: _Guarded | None,
         outcome: Outcome,
-    ) -> None:
+    ) -> bool:
         assert self._pool is not None
         try:
             upstream = await self._pool.request(
-                request.method,
-                request.target,
-                self._upstream_headers(raw_headers, len(request.body)),
-                request.body,
+                head.method, head.target, self._upstream_headers(head.headers, len(body)), body
             )
         except UpstreamTimeout as exc:
             outcome.sent = exc.sent
             await self._fail(
-                conn,
-                writer,
-                outcome,
-                504,
-                "upstream_timeout",
-                f"upstream {self.origin} did not answer: {exc}",
+                writer, outcome, 504, "upstream_timeout", f"upstream {self.origin} did not answer: {exc}"
             )
-            return
+            return head.keep_alive
         except UpstreamUnreachable as exc:
             await self._fail(
-                conn,
-                writer,
-                outcome,
-                502,
-                "upstream_unreachable",
-                f"cannot reach upstream {self.origin}: {exc}",
+                writer, outcome, 502, "upstream_unreachable", f"cannot reach upstream {self.origin}: {exc}"
             )
-            return
+            return head.keep_alive
         except UpstreamBroken as exc:
             outcome.sent = exc.sent
-            await self._fail(
-                conn, writer, outcome, 502, "upstream_error", f"upstream {self.origin} failed: {exc}"
-            )
-            return
+            await self._fail(writer, outcome, 502, "upstream_error", f"upstream {self.origin} failed: {exc}")
+            return head.keep_alive
         stream = asyncio.current_task()
         assert stream is not None
         gone: list[bool] = []
-        watcher = asyncio.ensure_future(self._watch_client(conn, reader, stream, gone))
+        watcher = asyncio.ensure_future(self._watch_client(parser, reader, stream, gone))
         outcome.sent = upstream.sent
         try:
             outcome.status = upstream.status
-            head = self._client_head(upstream, request.method)
-            writer.write(conn.send(head))
+            response, framing = self._client_head(upstream, head)
+            writer.write(response)
             rewrite = None
             if observer is not None:
                 headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers]
                 observer.response(
                     ProxyResponse(upstream.status, safe_headers(headers), self.clock.now(), upstream.sent)
                 )
-                if observer.rewrite is not None and not any(k == b"content-length" for k, _ in head.headers):
+                if observer.rewrite is not None and framing is not _Framing.LENGTH:
                     rewrite = observer.rewrite
+            chunked = framing is _Framing.CHUNKED
+            ended = False
             async for data in upstream.chunks():
                 if rewrite is not None:
                     data = rewrite(data)
-                if not data:
-                    continue
-                writer.write(conn.send(h11.Data(data=data)))
-                outcome.bytes_to_client += len(data)
-                if observer is not None:
-                    observer.chunk(data, self.clock.now())
+                out = (_h1.chunk(data) if chunked else data) if data else b""
+                rest = b""
+                if upstream.done:  # the last piece: the end of the message goes in the same write
+                    ended = True
+                    if rewrite is not None and (rest := rewrite(b"")):
+                        out += _h1.chunk(rest) if chunked else rest
+                    if chunked:
+                        out += _h1.LAST_CHUNK
+                if out:
+                    writer.write(out)
+                for piece in (data, rest):
+                    if piece:
+                        outcome.bytes_to_client += len(piece)
+                        if observer is not None:
+                            observer.chunk(piece, self.clock.now())
                 await writer.drain()
-            if rewrite is not None and (rest := rewrite(b"")):
-                writer.write(conn.send(h11.Data(data=rest)))
-                outcome.bytes_to_client += len(rest)
-                if observer is not None:
-                    observer.chunk(rest, self.clock.now())
-            writer.write(conn.send(h11.EndOfMessage()))
-            await writer.drain()
+            if not ended:
+                rest = rewrite(b"") if rewrite is not None else b""
+                out = (_h1.chunk(rest) if chunked else rest) if rest else b""
+                writer.write(out + _h1.LAST_CHUNK if chunked else out)
+                if rest:
+                    outcome.bytes_to_client += len(rest)
+                    if observer is not None:
+                        observer.chunk(rest, self.clock.now())
+                await writer.drain()
+            return head.keep_alive and framing is not _Framing.CLOSE
         except asyncio.CancelledError:
             if not gone:  # the proxy is closing
                 outcome.error, outcome.message = "proxy_closed", "the proxy stopped mid-response"
@@ -579,9 +596,6 @@ class ReverseProxy:
         except UpstreamBroken as exc:
             outcome.error, outcome.message = "upstream_cut", f"the upstream broke off mid-response: {exc}"
             raise _Abort from None
-        except h11.LocalProtocolError as exc:  # e.g. more body bytes than the upstream's own content-length
-            outcome.error, outcome.message = "upstream_error", f"invalid upstream response: {exc}"
-            raise _Abort from None
         finally:
             watcher.cancel()
             with contextlib.suppress(BaseException):
@@ -591,36 +605,42 @@ class ReverseProxy:
             await upstream.aclose()
 
     async def _watch_client(
-        self, conn: h11.Connection, reader: asyncio.StreamReader, stream: asyncio.Task[Any], gone: list[bool]
+        self, parser: _h1.Reader, reader: asyncio.StreamReader, stream: asyncio.Task[Any], gone: list[bool]
     ) -> None:
         """While a response streams: a client that closes its socket cancels the stream (the upstream response is
-        closed at once). Bytes a client sends meanwhile (a pipelined request) are kept for h11."""
-        while True:
+        closed at once). Bytes a client sends meanwhile (a pipelined request) are parsed and kept, up to
+        ``max_request_bytes``; past that the client is no longer read until the response ends."""
+        while parser.queued <= self.max_request_bytes and not parser.broken:
             data = await reader.read(_READ_SIZE)
             if not data:
                 gone.append(True)
                 stream.cancel()
                 return
-            conn.receive_data(data)
+            parser.feed(data)  # a ProtocolError ends the watch; the connection closes after this response
 
-    def _client_head(self, upstream: UpstreamResponse, method: str) -> h11.Response:
+    def _client_head(self, upstream: UpstreamResponse, request: _h1.Head) -> tuple[bytes, _Framing]:
         raw = upstream.headers
-        named = {t.strip().lower() for k, v in raw if k == b"connection" for t in v.split(b",")}
+        named = {t.strip() for k, v in raw if k == b"connection" for t in v.lower().split(b",")}
         headers = [
             (k, v) for k, v in raw if k not in _HOP_BY_HOP_BYTES and k != b"content-length" and k not in named
         ]
-        length = next((v for k, v in raw if k == b"content-length"), None)
-        chunked = any(k == b"transfer-encoding" for k, _ in raw)
-        bodiless = method == "HEAD" or upstream.status in (204, 304)
-        if length is not None and not chunked:
-            headers.append((b"content-length", length))
-        elif not bodiless:
+        bodiless = request.method == b"HEAD" or upstream.status in (204, 304)
+        if upstream.length is not None and not upstream.chunked:
+            headers.append((b"content-length", b"%d" % upstream.length))
+            framing = _Framing.LENGTH
+        elif bodiless:
+            framing = _Framing.LENGTH
+        elif request.http10:  # no chunked encoding for an HTTP/1.0 client: the body ends with the connection
+            framing = _Framing.CLOSE
+        else:
             headers.append((b"transfer-encoding", b"chunked"))
-        return h11.Response(status_code=upstream.status, headers=headers, reason=upstream.reason)
+            framing = _Framing.CHUNKED
+        if framing is _Framing.CLOSE or not request.keep_alive:
+            headers.append((b"connection", b"close"))
+        return _h1.response_head(upstream.status, upstream.reason, headers), framing
 
     async def _fail(
         self,
-        conn: h11.Connection,
         writer: asyncio.StreamWriter,
         outcome: Outcome,
         status: int,
@@ -628,11 +648,10 @@ class ReverseProxy:
         message: str,
     ) -> None:
         outcome.error, outcome.message, outcome.status = error, f"promcp proxy: {message}", status
-        await self._send_own(conn, writer, status, outcome.message)
+        await self._send_own(writer, status, outcome.message)
 
     async def _send_own(
         self,
-        conn: h11.Connection,
         writer: asyncio.StreamWriter,
         status: int,
         message: str,
@@ -641,12 +660,10 @@ class ReverseProxy:
     ) -> None:
         """A response of the proxy's own (an error the upstream never produced)."""
         body = json.dumps({"type": "error", "error": {"type": "proxy_error", "message": message}}).encode()
-        headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         if close:
-            headers.append(("connection", "close"))
-        writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
-        writer.write(conn.send(h11.Data(data=body)))
-        writer.write(conn.send(h11.EndOfMessage()))
+            headers.append((b"connection", b"close"))
+        writer.write(_h1.response_head(status, _REASONS.get(status, b""), headers) + body)
         await writer.drain()
 
 

@@ -1,10 +1,10 @@
 """The proxy's upstream side: a small pool of keep-alive HTTP/1.1 connections to one origin, on asyncio streams
-and the ``h11`` state machine (TLS through the certifi roots for ``https``).
+with llhttp parsing (:mod:`promcp.proxy._h1`; TLS through the certifi roots for ``https``).
 
 Why not ``httpx2``: measured on the proxy's hot path (docs/proxy-llm.md, "Choosing the stack"), an
 ``httpx2.AsyncClient`` request costs 2-3x this pool's (its anyio-based transport, request and response models: ~0.8
-vs ~0.35 ms here), and with it the proxy added ~1.1 ms to a response's first byte, over its 1 ms budget. h11 does
-all the HTTP parsing and framing here; this module only opens, reuses and closes connections.
+vs ~0.35 ms here), and with it the proxy added ~1.1 ms to a response's first byte, over its 1 ms budget.
+:mod:`promcp.proxy._h1` does the HTTP parsing and framing; this module only opens, reuses and closes connections.
 
 A pooled connection the upstream closed while idle is detected before reuse (EOF on its socket) and, if the
 upstream closes it as the request is sent, the request is sent again once on a fresh connection — only when not a
@@ -17,12 +17,11 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import h11
-
+from promcp.proxy import _h1
 from promcp.stages.clock import SYSTEM_CLOCK, Clock, Instant
 
 __all__ = [
@@ -59,8 +58,9 @@ class UpstreamBroken(UpstreamError):
 class _Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
-        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=256 * 1024)
+        self.parser = _h1.Reader(response=True)
         self.received = 0  # response bytes read for the request in flight
+        self.keep_alive = True  # the last response allows another request on this connection
 
     def stale(self) -> bool:
         return self.reader.at_eof() or self.writer.is_closing()
@@ -79,7 +79,11 @@ class UpstreamResponse:
     sent: Instant  # the request's last byte was handed to the upstream connection
     _pool: UpstreamPool
     _conn: _Conn
-    _done: bool = False
+    length: int | None = None  # Content-Length, when the upstream gave one
+    chunked: bool = False  # the upstream's body is chunked on the wire
+    #: the whole body has been read: set before :meth:`chunks` yields the last piece, so that the piece and the end
+    #: of the message can be written together
+    done: bool = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Body bytes as the upstream sends them; raises UpstreamBroken / UpstreamTimeout when it breaks off.
@@ -89,25 +93,25 @@ class UpstreamResponse:
         conn = self._conn
         pool = self._pool
         while True:
-            pieces: list[bytes] = []
-            while True:
-                event = pool._event(conn)
-                if isinstance(event, h11.Data):
-                    pieces.append(bytes(event.data))
-                    continue
-                break
-            if pieces:
-                yield b"".join(pieces)
-            if isinstance(event, h11.EndOfMessage):
-                self._done = True
+            event = pool._event(conn)
+            if isinstance(event, _h1.Data):
+                if conn.parser.events and conn.parser.events[0] is _h1.END:
+                    conn.parser.next_event()
+                    self.done = True
+                yield event.data
+                if self.done:
+                    return
+                continue
+            if event is _h1.END:
+                self.done = True
                 return
-            if event is not h11.NEED_DATA:
+            if event is not _h1.NEED_DATA:
                 raise UpstreamBroken(f"unexpected {type(event).__name__} in the response body")
             await pool._read(conn)
 
     async def aclose(self) -> None:
         """Give the connection back to the pool when the response was read whole, else close it."""
-        self._pool._release(self._conn, reusable=self._done)
+        self._pool._release(self._conn, reusable=self.done)
 
 
 class UpstreamPool:
@@ -172,23 +176,21 @@ class UpstreamPool:
     def _release(self, conn: _Conn, *, reusable: bool) -> None:
         if (
             reusable
-            and conn.h11.our_state is h11.DONE
-            and conn.h11.their_state is h11.DONE
+            and conn.keep_alive
+            and conn.parser.reusable
+            and not conn.parser.mid_message
+            and not conn.parser.events
             and len(self._idle) < self.max_idle
             and not conn.stale()
         ):
-            conn.h11.start_next_cycle()
             self._idle.append(conn)
         else:
             conn.close()
 
     def _event(self, conn: _Conn) -> object:
-        """The next event h11 has from what was read (``h11.NEED_DATA`` when it needs more)."""
-        try:
-            event = conn.h11.next_event()
-        except h11.RemoteProtocolError as exc:
-            raise UpstreamBroken(f"the upstream broke off or spoke invalid HTTP: {exc}") from None
-        if isinstance(event, h11.ConnectionClosed):
+        """The next event parsed from what was read (``_h1.NEED_DATA`` when it needs more)."""
+        event = conn.parser.next_event()
+        if event is _h1.NEED_DATA and conn.parser.broken:
             raise UpstreamBroken("the upstream closed the connection")
         return event
 
@@ -201,19 +203,23 @@ class UpstreamPool:
         except OSError as exc:
             raise UpstreamBroken(str(exc) or type(exc).__name__) from None
         conn.received += len(data)
-        conn.h11.receive_data(data)  # b"": the upstream closed; h11 says what that means on the next event
+        try:
+            conn.parser.feed(data)  # b"": the upstream closed (ends a body delimited by the close)
+        except _h1.ProtocolError as exc:
+            raise UpstreamBroken(f"the upstream spoke invalid HTTP: {exc}") from None
 
     async def _next_event(self, conn: _Conn) -> object:
         while True:
             event = self._event(conn)
-            if event is not h11.NEED_DATA:
+            if event is not _h1.NEED_DATA:
                 return event
             await self._read(conn)
 
     async def request(
-        self, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes
+        self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> UpstreamResponse:
-        """Send one request and wait for the response head."""
+        """Send one request (a head the caller built from one :mod:`promcp.proxy._h1` parsed) and wait for the
+        response head."""
         conn = self._take_idle()
         reused = conn is not None
         while True:
@@ -231,13 +237,14 @@ class UpstreamPool:
                 raise
 
     async def _send(
-        self, conn: _Conn, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes
+        self, conn: _Conn, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> UpstreamResponse:
         conn.received = 0
-        data = conn.h11.send(h11.Request(method=method, target=target, headers=list(headers)))
+        if method == b"HEAD":
+            conn.parser.bodiless()
+        data = _h1.request_head(method, target, headers)
         if body:
-            data += conn.h11.send(h11.Data(data=body))
-        data += conn.h11.send(h11.EndOfMessage())
+            data += body
         try:
             conn.writer.write(data)
             await conn.writer.drain()
@@ -247,17 +254,21 @@ class UpstreamPool:
         try:
             while True:
                 event = await self._next_event(conn)
-                if isinstance(event, h11.InformationalResponse):
-                    continue
-                if not isinstance(event, h11.Response):
+                if not isinstance(event, _h1.Head):
                     raise UpstreamBroken(f"unexpected {type(event).__name__} instead of a response")
+                if 100 <= event.status < 200 and event.status != 101:  # informational: its END follows
+                    await self._next_event(conn)
+                    continue
+                conn.keep_alive = event.keep_alive
                 return UpstreamResponse(
-                    status=event.status_code,
-                    reason=bytes(event.reason),
-                    headers=[(bytes(k), bytes(v)) for k, v in event.headers],  # names lower-cased
+                    status=event.status,
+                    reason=event.reason,
+                    headers=event.headers,  # names lower-cased
                     sent=sent,
                     _pool=self,
                     _conn=conn,
+                    length=event.length,
+                    chunked=event.chunked,
                 )
         except UpstreamError as exc:
             exc.sent = sent

@@ -1,7 +1,10 @@
 """From HTTP exchanges to MCP sessions: what the HTTP side of ``promcp proxy mcp`` does off the proxy's event loop.
 
 The reverse-proxy core (:mod:`promcp.proxy._http`) hands every exchange to an :class:`HttpExchange` observer, whose
-hooks only queue what they were given (a request, a response head, a body chunk, the outcome). One worker thread
+hooks only queue what they were given (a request, a response head, a body chunk, the outcome). They hold it on the
+loop until the exchange ends, or for at most ``HOLD_S`` (50 ms) or ``HOLD_BYTES`` (1 MiB), then queue it in one
+piece: a worker woken mid-exchange would take the interpreter lock and a CPU from the bytes in flight (measured,
+docs/proxy.md "Overhead"); instants are taken when the bytes pass, so holding changes no figure. One worker thread
 (:class:`HttpSessions`) takes the queue in order and, for each exchange:
 
 * finds its **session** — by the ``Mcp-Session-Id`` header (streamable HTTP), by the ``sessionId`` / ``session_id``
@@ -23,6 +26,7 @@ writes one part of that run).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import queue
@@ -53,7 +57,11 @@ _SESSION_PARAMS = ("sessionId", "session_id")
 #: sessions kept open at once; past it the least recently used one is ended (bounds memory)
 MAX_SESSIONS = 256
 
-_REQ, _HEAD, _CHUNK, _END, _STOP = range(5)
+_REQ, _HEAD, _CHUNK, _END, _STOP, _MANY = range(6)
+#: the longest an exchange's hooks are held on the proxy's loop before the worker sees them (a long tool call, a
+#: GET stream); and the body bytes past which they are handed on at once
+HOLD_S = 0.05
+HOLD_BYTES = 1 << 20
 
 
 def session_query(target: str) -> str | None:
@@ -128,7 +136,31 @@ class HttpExchange(ExchangeObserver):
         self.body_done = body_done
         self.state: _State | None = None  # the worker's
         self._put = put
-        put((_REQ, self))
+        self._held: list[tuple[Any, ...]] | None = [(_REQ, self)]
+        self._held_bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
+        try:
+            self._timer = asyncio.get_running_loop().call_later(HOLD_S, self._release)
+        except RuntimeError:  # not on an event loop: nothing is held
+            self._release()
+
+    def _hand(self, item: tuple[Any, ...], size: int = 0) -> None:
+        if self._held is None:
+            self._put(item)
+            return
+        self._held.append(item)
+        self._held_bytes += size
+        if self._held_bytes > HOLD_BYTES:
+            self._release()
+
+    def _release(self) -> None:
+        """Queue what is held, in one piece; from now on every hook queues at once."""
+        held, self._held = self._held, None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if held:
+            self._put((_MANY, held))
 
     def response(self, response: ProxyResponse) -> None:
         if (  # a legacy SSE stream: its endpoint event must point back at the proxy
@@ -141,13 +173,14 @@ class HttpExchange(ExchangeObserver):
             host = self.request.header("host")
             if host:
                 self.rewrite = EndpointRewriter(f"http://{host}")
-        self._put((_HEAD, self, response))
+        self._hand((_HEAD, self, response))
 
     def chunk(self, data: bytes, at: Instant) -> None:
-        self._put((_CHUNK, self, data, at))
+        self._hand((_CHUNK, self, data, at), len(data))
 
     def end(self, outcome: Outcome) -> None:
-        self._put((_END, self, outcome))
+        self._hand((_END, self, outcome))
+        self._release()
 
 
 @dataclass
@@ -241,26 +274,33 @@ class HttpSessions:
             except queue.Empty:
                 self._check_timeouts()
                 continue
-            kind = item[0]
-            try:
-                if kind == _STOP:
-                    self._stop(item[1])
-                    return
-                ex: HttpExchange = item[1]
-                if kind == _REQ:
-                    self._request(ex)
-                elif kind == _HEAD:
-                    self._head(ex, item[2])
-                elif kind == _CHUNK:
-                    self._chunk(ex, item[2], item[3])
-                else:
-                    self._end(ex, item[2])
-            except Exception as exc:  # never lose the worker: say it once, go on with the next item
-                self.errors += 1
-                if self.errors == 1:
-                    self.say(f"recording error ({type(exc).__name__}: {exc}); traffic is still relayed")
+            if item[0] == _STOP:
+                self._handle(item)
+                return
+            for one in item[1] if item[0] == _MANY else (item,):
+                self._handle(one)
             if tick is not None:
                 self._check_timeouts()
+
+    def _handle(self, item: tuple[Any, ...]) -> None:
+        kind = item[0]
+        try:
+            if kind == _STOP:
+                self._stop(item[1])
+                return
+            ex: HttpExchange = item[1]
+            if kind == _REQ:
+                self._request(ex)
+            elif kind == _HEAD:
+                self._head(ex, item[2])
+            elif kind == _CHUNK:
+                self._chunk(ex, item[2], item[3])
+            else:
+                self._end(ex, item[2])
+        except Exception as exc:  # never lose the worker: say it once, go on with the next item
+            self.errors += 1
+            if self.errors == 1:
+                self.say(f"recording error ({type(exc).__name__}: {exc}); traffic is still relayed")
 
     def _check_timeouts(self) -> None:
         for session in self._live:
