@@ -177,12 +177,29 @@ async def _call(session: ClientSession, size: int) -> float:
 
 
 RELAY, CORE = "HTTP, bare TCP relay (floor)", "HTTP, proxy core forwarding only"
+SOCAT = "HTTP, socat relay (C)"
+
+
+def _socat(target: int, port: int) -> list[str] | None:
+    """A byte relay written in C (``socat``, when installed: ``apt-get install socat``): the floor of any proxy hop."""
+    import shutil
+
+    exe = shutil.which("socat")
+    if exe is None:
+        return None
+    return [
+        exe,
+        f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay",
+        f"TCP:127.0.0.1:{target},nodelay",
+    ]
 
 
 async def bench(
     rounds: int, sizes: list[int], gap_s: float, out: Path
 ) -> dict[str, list[tuple[float, float]]]:
     http_port, proxy_port, relay_port, core_port = free_port(), free_port(), free_port(), free_port()
+    socat_port = free_port()
+    socat = _socat(http_port, socat_port)
     proxy_cmd = [*PROMCP, "proxy", "mcp", "--out", str(out), "--run-id"]
     stdio_proxied = [*proxy_cmd, "bench-stdio", "--", *SERVER]
     http_proxied = [
@@ -197,6 +214,7 @@ async def bench(
         _process(http_proxied, proxy_port),
         _process([*me, "--serve-relay", str(http_port), str(relay_port)], relay_port),
         _process([*me, "--serve-core", direct_url, str(core_port)], core_port),
+        _process(socat, socat_port) if socat else contextlib.nullcontext(),
     ):
         async with (
             _stdio_session(SERVER) as stdio_d,
@@ -205,11 +223,14 @@ async def bench(
             _http_session(proxied_url) as http_p,
             _http_session(f"http://127.0.0.1:{relay_port}/mcp") as relay_p,
             _http_session(f"http://127.0.0.1:{core_port}/mcp") as core_p,
+            contextlib.AsyncExitStack() as extra,
         ):
             raw_d, raw_p = RawStream(direct_url), RawStream(proxied_url)
             raw_relay = RawStream(f"http://127.0.0.1:{relay_port}/mcp")
             raw_core = RawStream(f"http://127.0.0.1:{core_port}/mcp")
             raws = {"first byte": raw_p, f"first byte {RELAY}": raw_relay, f"first byte {CORE}": raw_core}
+            if socat:
+                raws[f"first byte {SOCAT}"] = RawStream(f"http://127.0.0.1:{socat_port}/mcp")
             for raw in (raw_d, *raws.values()):
                 await raw.open()
             sessions = {
@@ -218,7 +239,11 @@ async def bench(
                 RELAY: (http_d, relay_p),
                 CORE: (http_d, core_p),
             }
-            conditions = [(t, s) for t in sessions for s in (sizes if t not in (RELAY, CORE) else sizes[:1])]
+            if socat:
+                socat_p = await extra.enter_async_context(_http_session(f"http://127.0.0.1:{socat_port}/mcp"))
+                sessions[SOCAT] = (http_d, socat_p)
+            refs = (RELAY, CORE, SOCAT)
+            conditions = [(t, s) for t in sessions for s in (sizes if t not in refs else sizes[:1])]
             for _ in range(20):  # warm-up: imports, connections, the proxies' tokenizers
                 for t, s in conditions:
                     for session in sessions[t]:
@@ -307,7 +332,7 @@ def main() -> int:
         elif what.startswith("first byte "):
             target, label = float("inf"), "(reference)"
             what = f"first byte, {what.removeprefix('first byte ')}"
-        elif what in (RELAY, CORE):
+        elif what in (RELAY, CORE, SOCAT):
             target, label = float("inf"), "(reference)"
             what = f"tools/call, {what}"
         else:
