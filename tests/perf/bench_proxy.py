@@ -176,7 +176,7 @@ async def _call(session: ClientSession, size: int) -> float:
     return elapsed
 
 
-RELAY, CORE = "HTTP, bare TCP relay (floor)", "HTTP, proxy core forwarding only"
+RELAY, CORE = "HTTP, bare asyncio relay", "HTTP, proxy core forwarding only"
 SOCAT = "HTTP, socat relay (C)"
 
 

@@ -15,7 +15,7 @@ Reported: median and p90 time to the first response byte (TTFB) and to the end o
 the per-round differences to ``direct`` (paired: requests ~1 ms apart). Targets: ≤ 1 ms added to the first byte.
 
 Two more measurements: ``upstream client alone`` — the same request through an ``httpx2.AsyncClient`` and through
-the proxy's own h11 pool (promcp/proxy/_upstream.py), interleaved, which is why the proxy does not use httpx2 on
+the proxy's own pool (promcp/proxy/_upstream.py, llhttp parsing), interleaved, which is why the proxy does not use httpx2 on
 its hot path; and ``slow drip`` — an upstream that sends one SSE event every 200 ms: when the first event reached
 the client vs. when the upstream sent its last one (no buffering: the first arrives ~1 s earlier).
 
@@ -211,9 +211,10 @@ def upstream_clients(rounds: int, upstream: int) -> list[tuple[str, float, float
         pool = UpstreamPool(f"http://127.0.0.1:{upstream}", connect_timeout_s=5, read_timeout_s=30)
         client = httpx2.AsyncClient(trust_env=False)
         headers = [("host", "x"), ("content-type", "application/json"), ("content-length", str(len(REQUEST)))]
+        raw = [(k.encode(), v.encode()) for k, v in headers]
 
         async def with_pool() -> None:
-            resp = await pool.request("POST", "/stream/v1/messages", headers, REQUEST)
+            resp = await pool.request(b"POST", b"/stream/v1/messages", raw, REQUEST)
             async for _ in resp.chunks():
                 pass
             await resp.aclose()
@@ -227,9 +228,9 @@ def upstream_clients(rounds: int, upstream: int) -> list[tuple[str, float, float
                 pass
             await resp.aclose()
 
-        samples: dict[str, list[float]] = {"h11 pool (promcp)": [], "httpx2.AsyncClient": []}
+        samples: dict[str, list[float]] = {"promcp pool": [], "httpx2.AsyncClient": []}
         calls: dict[str, Callable[[], Any]] = {
-            "h11 pool (promcp)": with_pool,
+            "promcp pool": with_pool,
             "httpx2.AsyncClient": with_httpx,
         }
         for r in range(rounds + 50):
