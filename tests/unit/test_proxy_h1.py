@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from promcp.proxy import _h1
 from promcp.proxy._http import ReverseProxy
@@ -112,6 +114,68 @@ def test_what_the_proxy_writes() -> None:
     )
     events = _events(reader, wire)
     assert [e.data for e in events if isinstance(e, _h1.Data)] == [b"abc"] and events[-1] is _h1.END
+
+
+_TOKEN = st.text("abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=12).filter(
+    lambda name: name not in ("content-length", "transfer-encoding", "connection", "upgrade")
+)
+_VALUE = st.binary(max_size=40).map(lambda v: bytes(b for b in v if 0x20 <= b < 0x7F).strip())
+
+
+@st.composite
+def _responses(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, list[tuple[bytes, bytes]], bytes]]]:
+    """Keep-alive responses back to back, each with a Content-Length or chunked body; the wire and what it holds."""
+    wire, expected = b"", []
+    for _ in range(draw(st.integers(1, 3))):
+        status = draw(st.sampled_from([200, 201, 400, 404, 500, 503]))
+        headers = [(name.encode(), draw(_VALUE)) for name in draw(st.lists(_TOKEN, max_size=5, unique=True))]
+        body = draw(st.binary(max_size=300))
+        if draw(st.booleans()):
+            cuts = sorted(draw(st.lists(st.integers(0, len(body)), max_size=4)))
+            pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+            framed = b"".join(_h1.chunk(p) for p in pieces if p) + _h1.LAST_CHUNK
+            wire += _h1.response_head(status, b"X", [*headers, (b"transfer-encoding", b"chunked")]) + framed
+        else:
+            wire += _h1.response_head(status, b"X", [*headers, (b"content-length", b"%d" % len(body))]) + body
+        expected.append((status, headers, body))
+    return wire, expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(_responses(), st.lists(st.integers(1, 2000), max_size=8))
+def test_any_split_of_valid_responses_gives_the_same_messages(
+    case: tuple[bytes, list[tuple[int, list[tuple[bytes, bytes]], bytes]]], cuts: list[int]
+) -> None:
+    wire, expected = case
+    points = sorted({c % (len(wire) + 1) for c in cuts})
+    pieces = [wire[a:b] for a, b in zip([0, *points], [*points, len(wire)], strict=True) if b > a]
+    reader = _h1.Reader(response=True)
+    messages: list[tuple[int, list[tuple[bytes, bytes]], bytes]] = []
+    body = b""
+    for event in _events(reader, *pieces):
+        if isinstance(event, _h1.Head):
+            head, body = event, b""
+        elif isinstance(event, _h1.Data):
+            body += event.data
+        else:
+            own = [(k, v) for k, v in head.headers if k not in (b"content-length", b"transfer-encoding")]
+            messages.append((head.status, own, body))
+    assert messages == expected and not reader.mid_message and reader.queued == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=600), st.booleans())
+def test_arbitrary_bytes_raise_nothing_but_a_protocol_error(data: bytes, response: bool) -> None:
+    reader = _h1.Reader(response=response, max_head_bytes=256)
+    try:
+        for i in range(0, len(data), 64):
+            reader.feed(data[i : i + 64])
+        reader.feed(b"")
+    except _h1.ProtocolError:
+        assert reader.broken
+    while reader.next_event() is not _h1.NEED_DATA:
+        pass
+    assert reader.queued == 0
 
 
 # -- the core on the wire ---------------------------------------------------------------------------------------------
