@@ -268,14 +268,17 @@ def test_pipelined_requests_expect_continue_and_an_informational_answer() -> Non
             proxy.port,
             b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n"
             b"POST /second HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"
-            b"GET /third HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            b"POST /third HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+            b"GET /fourth HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         )
-    # the client's own 100 Continue, then three answers in order; the upstream's 100 is not forwarded
+    # the client's own 100 Continue, then four answers in order; the upstream's 100 is not forwarded
     assert out.count(b"HTTP/1.1 100 Continue") == 1
-    assert out.index(b"/first") < out.index(b"/second") < out.index(b"/third")
-    assert out.count(b"HTTP/1.1 200 OK") == 3
-    assert [r.split(b" ")[1] for r in seen] == [b"/first", b"/second", b"/third"]
+    assert out.index(b"/first") < out.index(b"/second") < out.index(b"/third") < out.index(b"/fourth")
+    assert out.count(b"HTTP/1.1 200 OK") == 4
+    assert [r.split(b" ")[1] for r in seen] == [b"/first", b"/second", b"/third", b"/fourth"]
     assert seen[1].endswith(b"\r\n\r\nhi") and b"expect" not in seen[1].lower()
+    # a chunked request body goes up whole, with its length
+    assert seen[2].endswith(b"content-length: 5\r\n\r\nabcde") and b"chunked" not in seen[2].lower()
 
 
 def test_close_delimited_upstream_body_and_malformed_requests() -> None:
