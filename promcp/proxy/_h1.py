@@ -210,6 +210,13 @@ class Reader:
             self.queued -= len(event.data)
         return event
 
+    def take_end(self) -> bool:
+        """Whether the message ends next (its :data:`END` is then taken): lets a body's last piece leave with it."""
+        if self.events and self.events[0] is END:
+            self.events.popleft()
+            return True
+        return False
+
     @property
     def mid_message(self) -> bool:
         """A message has begun and not ended."""

@@ -542,34 +542,27 @@ class ReverseProxy:
                 if observer.rewrite is not None and framing is not _Framing.LENGTH:
                     rewrite = observer.rewrite
             chunked = framing is _Framing.CHUNKED
-            ended = False
-            async for data in upstream.chunks():
-                if rewrite is not None:
-                    data = rewrite(data)
-                out = (_h1.chunk(data) if chunked else data) if data else b""
-                rest = b""
-                if upstream.done:  # the last piece: the end of the message goes in the same write
-                    ended = True
-                    if rewrite is not None and (rest := rewrite(b"")):
-                        out += _h1.chunk(rest) if chunked else rest
-                    if chunked:
-                        out += _h1.LAST_CHUNK
-                if out:
-                    writer.write(out)
-                for piece in (data, rest):
+
+            def send(pieces: list[bytes], last: bool) -> None:
+                """Body pieces (and, ``last``, the end of the message) to the client in one write."""
+                out = b"".join((_h1.chunk(p) if chunked else p) for p in pieces if p)
+                writer.write(out + _h1.LAST_CHUNK if last and chunked else out)
+                for piece in pieces:
                     if piece:
                         outcome.bytes_to_client += len(piece)
                         if observer is not None:
                             observer.chunk(piece, self.clock.now())
+
+            ended = False
+            async for data in upstream.chunks():
+                pieces = [rewrite(data) if rewrite is not None else data]
+                ended = upstream.done  # the last piece: the end of the message goes in the same write
+                if ended and rewrite is not None:
+                    pieces.append(rewrite(b""))
+                send(pieces, ended)
                 await writer.drain()
             if not ended:
-                rest = rewrite(b"") if rewrite is not None else b""
-                out = (_h1.chunk(rest) if chunked else rest) if rest else b""
-                writer.write(out + _h1.LAST_CHUNK if chunked else out)
-                if rest:
-                    outcome.bytes_to_client += len(rest)
-                    if observer is not None:
-                        observer.chunk(rest, self.clock.now())
+                send([rewrite(b"")] if rewrite is not None else [], True)
                 await writer.drain()
             return head.keep_alive and framing is not _Framing.CLOSE
         except asyncio.CancelledError:

@@ -95,9 +95,7 @@ class UpstreamResponse:
         while True:
             event = pool._event(conn)
             if isinstance(event, _h1.Data):
-                if conn.parser.events and conn.parser.events[0] is _h1.END:
-                    conn.parser.next_event()
-                    self.done = True
+                self.done = conn.parser.take_end()
                 yield event.data
                 if self.done:
                     return
