@@ -21,7 +21,7 @@ def main() -> int:
         view = Path(tmp) / "promcp"
         view.mkdir()
         for entry in (ROOT / "promcp").iterdir():
-            if entry.name != "__pycache__":
+            if entry.name not in ("__pycache__", "collectors", "analysis"):
                 (view / entry.name).symlink_to(entry)
         (view / "collectors").symlink_to(ROOT / "collectors")
         (view / "analysis").symlink_to(ROOT / "analysis")
