@@ -12,6 +12,9 @@
   message, and each tool line inside the system message, is counted with the model's vocabulary (special tokens
   as single tokens), so the parts by origin sum to the prompt llama.cpp evaluates (``usage.prompt_tokens``).
 * **Timing**: prefill ms and generation ms from llama.cpp's own perf counters (``llama_perf_context``).
+* **Isolation**: inference runs in a child process (:mod:`promcp.host.llm._model_process`), so a native crash in
+  llama.cpp fails the call with ``model_crashed`` and the signal instead of killing the run; this process keeps only
+  the vocabulary (``vocab_only``) for rendering and counting.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 from promcp import tokenizers
 from promcp.errors import ConfigError, LLMError
 from promcp.events import Origin, Part, TokenSource
+from promcp.host.llm._model_process import ModelProcess
 from promcp.host.llm.base import LLMBackend, Message, Response, Sampling, Timing, ToolCall, ToolSpec, Usage
 from promcp.tokenizers._gguf import quiet_stderr
 
@@ -49,7 +53,8 @@ TOOL_INSTRUCTIONS = (
 )
 NO_TOOLS_INSTRUCTIONS = 'Reply with exactly one JSON object: {"answer": "<your answer>"}.'
 
-_MODELS: dict[tuple[str, int, int], Any] = {}
+_MODELS: dict[tuple[str, int, int, int], ModelProcess] = {}
+_VOCABS: dict[str, Any] = {}
 _MODELS_LOCK = threading.Lock()
 _VERIFIED: set[tuple[str, int, int]] = set()
 
@@ -83,10 +88,10 @@ def verify_sha256(path: Path, expected: str) -> None:
     _VERIFIED.add(key)
 
 
-def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> Any:
-    key = (str(path), n_ctx, n_threads)
+def _vocab(path: Path) -> Any:
+    """The model's vocabulary and metadata in this process (``vocab_only``: no weights, no compute kernels)."""
     with _MODELS_LOCK:
-        llm = _MODELS.get(key)
+        llm = _VOCABS.get(str(path))
         if llm is None:
             import atexit
 
@@ -94,21 +99,27 @@ def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> Any:
 
             try:
                 with quiet_stderr():
-                    llm = llama_cpp.Llama(
-                        model_path=str(path),
-                        n_ctx=n_ctx,
-                        n_threads=n_threads,
-                        n_threads_batch=n_threads,
-                        n_batch=512,
-                        flash_attn=False,  # flash attention costs a multi-second warm-up on the first decode
-                        seed=seed,
-                        verbose=False,
-                    )
+                    llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
             except Exception as exc:
                 raise LLMError(f"cannot load GGUF model {path}: {exc}", error_type="model_load") from exc
             atexit.register(llm.close)
-            _MODELS[key] = llm
+            _VOCABS[str(path)] = llm
         return llm
+
+
+def _model(path: Path, n_ctx: int, n_threads: int, seed: int) -> ModelProcess:
+    """The model loaded for inference in its own process (one per file and settings, kept for the whole run)."""
+    key = (str(path), n_ctx, n_threads, seed)
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is None:
+            import atexit
+
+            model = ModelProcess(path, n_ctx, n_threads, seed)
+            atexit.register(model.close)
+            _MODELS[key] = model
+    model.ensure_started()
+    return model
 
 
 def _strict(schema: Any) -> Any:
@@ -184,8 +195,8 @@ class LlamaCppBackend(LLMBackend):
         self.provider = "llama.cpp"
         self.tokenizer = tokenizers.get(tokenizer or f"gguf:{path}")
         self.timeout_s = timeout_s
-        meta_ctx = DEFAULT_N_CTX
-        self._llm = _load(path, context_window or meta_ctx, n_threads, seed)
+        # counting and rendering read the vocabulary here; inference runs in a child process (_model_process)
+        self._llm = _vocab(path)
         self._segments_memo: tuple[str, tuple[str, list[tuple[Origin, str, str]]]] | None = None
         train_ctx = int(
             self._llm.metadata.get(
@@ -196,8 +207,7 @@ class LlamaCppBackend(LLMBackend):
         self.context_window = context_window or (
             min(train_ctx, DEFAULT_N_CTX) if train_ctx else DEFAULT_N_CTX
         )
-        if self.context_window != self._llm.n_ctx():
-            self._llm = _load(path, self.context_window, n_threads, seed)
+        self._model = _model(path, self.context_window, n_threads, seed)
         import jinja2.sandbox
 
         template = self._llm.metadata.get("tokenizer.chat_template") or CHATML
@@ -207,9 +217,7 @@ class LlamaCppBackend(LLMBackend):
         self._bos = self._token_text(self._llm.token_bos())
         self._eos = self._token_text(self._llm.token_eos())
         self._counts: dict[tuple[int, int], int] = {}
-        self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._abort = threading.Event()
         self._adds_bos = len(self._llm.tokenize(b"", add_bos=True, special=True)) > 0
 
     def _token_text(self, token: int) -> str:
@@ -328,26 +336,15 @@ class LlamaCppBackend(LLMBackend):
 
     # -- the call -------------------------------------------------------------------------------------------------
 
-    def _grammar(self, tools: Sequence[ToolSpec], tool_choice: str = "auto") -> Any:
-        schema = response_schema(tools, tool_choice)
-        key = json.dumps(schema, sort_keys=True)
-        grammar = self._grammars.get(key)
-        if grammar is None:
-            from llama_cpp.llama_grammar import LlamaGrammar
-
-            try:
-                with quiet_stderr():
-                    grammar = LlamaGrammar.from_json_schema(key, verbose=False)
-            except Exception:
-                # a schema llama.cpp cannot convert: constrain arguments to any JSON object instead
-                loose = response_schema(
-                    [ToolSpec(t.name, t.description, {"type": "object"}, t.server, t.tool) for t in tools],
-                    tool_choice,
-                )
-                with quiet_stderr():
-                    grammar = LlamaGrammar.from_json_schema(json.dumps(loose), verbose=False)
-            self._grammars[key] = grammar
-        return grammar
+    def _grammar(self, tools: Sequence[ToolSpec], tool_choice: str = "auto") -> tuple[str, str]:
+        """The response schema as JSON, and a looser one (any JSON object as arguments) for schemas llama.cpp
+        cannot turn into a grammar; the model's process builds and caches the grammar."""
+        strict = json.dumps(response_schema(tools, tool_choice), sort_keys=True)
+        loose = response_schema(
+            [ToolSpec(t.name, t.description, {"type": "object"}, t.server, t.tool) for t in tools],
+            tool_choice,
+        )
+        return strict, json.dumps(loose, sort_keys=True)
 
     async def chat(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], sampling: Sampling
@@ -356,17 +353,11 @@ class LlamaCppBackend(LLMBackend):
 
     def abort(self) -> None:
         """Stop a generation in progress at the next token (used on Ctrl-C)."""
-        self._abort.set()
+        self._model.abort()
 
     def _chat_sync(self, messages: list[Message], tools: list[ToolSpec], sampling: Sampling) -> Response:
-        import llama_cpp
-
         with self._lock:
-            self._abort.clear()
             prompt, _segments = self._segments(messages, tools)
-            grammar = self._grammar(tools, sampling.tool_choice)
-            ctx = self._llm._ctx.ctx
-            llama_cpp.llama_perf_context_reset(ctx)
             t0 = time.perf_counter_ns()
             n_prompt = len(self._llm.tokenize(prompt.encode("utf-8"), special=True))
             max_tokens = (
@@ -374,39 +365,31 @@ class LlamaCppBackend(LLMBackend):
                 if self.context_window
                 else sampling.max_tokens
             )
-            try:
-                out: Any = self._llm.create_completion(
-                    prompt,
-                    max_tokens=max_tokens,
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p if sampling.top_p is not None else 0.95,
-                    seed=sampling.seed,
-                    grammar=grammar,
-                    stop=list(sampling.stop) or None,
-                    stopping_criteria=llama_cpp.StoppingCriteriaList(
-                        [lambda _ids, _logits: self._abort.is_set()]
-                    ),
-                )
-            except ValueError as exc:  # e.g. "Requested tokens exceed context window"
-                raise LLMError(str(exc), error_type="context_overflow") from exc
-            except Exception as exc:
-                raise LLMError(
-                    f"llama.cpp failed: {type(exc).__name__}: {exc}", error_type="llm_error"
-                ) from exc
+            done = self._model.complete(
+                {
+                    "prompt": prompt,
+                    "max_tokens": max_tokens,
+                    "temperature": sampling.temperature,
+                    "top_p": sampling.top_p if sampling.top_p is not None else 0.95,
+                    "seed": sampling.seed,
+                    "grammar": self._grammar(tools, sampling.tool_choice),
+                    "stop": list(sampling.stop),
+                },
+                timeout_s=self.timeout_s,
+            )
             total_ms = (time.perf_counter_ns() - t0) / 1e6
-            perf = llama_cpp.llama_perf_context(ctx)
+        out: Any = done["out"]
+        n_p_eval, t_p_eval_ms, t_eval_ms = done["n_p_eval"], done["t_p_eval_ms"], done["t_eval_ms"]
         choice = out["choices"][0]
         text = choice.get("text") or ""
         usage = out.get("usage") or {}
-        prompt_ms = float(perf.t_p_eval_ms) if perf.n_p_eval else 0.0
+        prompt_ms = float(t_p_eval_ms) if n_p_eval else 0.0
         content, calls, attrs = self._parse(text, tools)
         attrs.update(
             {
-                "prefill_tokens": int(perf.n_p_eval),
-                "reused_prefix_tokens": max(
-                    int(usage.get("prompt_tokens", n_prompt)) - int(perf.n_p_eval), 0
-                ),
-                "generation_ms": float(perf.t_eval_ms),
+                "prefill_tokens": int(n_p_eval),
+                "reused_prefix_tokens": max(int(usage.get("prompt_tokens", n_prompt)) - int(n_p_eval), 0),
+                "generation_ms": float(t_eval_ms),
             }
         )
         return Response(
