@@ -2,7 +2,8 @@
 
 Each check returns a :class:`Check` (name, outcome, one-line detail with the reason and the fix): loopback
 networking, Node.js (for the npm servers), every MCP server a benchmark's tasks use (started, listed, stopped —
-the same path as ``promcp run --dry-run``), the model file of the embedded backend (present, sha256 verified), the
+the same path as ``promcp run --dry-run``), the model of the embedded backend (present, sha256 verified, and loaded in a child process to evaluate a prompt long
+enough for llama.cpp's batched path, so a native crash on this CPU shows up here with its signal and the fix), the
 API key of a cloud backend (present; never printed) and the backend's endpoint (reachable; for Ollama, the model
 pulled). Nothing is written to a dataset.
 """
@@ -15,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,7 @@ from typing import Any, Final, Literal
 
 import httpx2 as httpx
 
-from promcp.errors import ConfigError, PromcpError
+from promcp.errors import ConfigError, LLMError, PromcpError
 from promcp.host.config import Benchmark, TaskConfig
 
 Outcome = Literal["ok", "fail", "skip"]
@@ -140,7 +142,53 @@ def check_model(backend: str, model: str | None) -> Check:
                 return Check("model", "fail", f"GGUF model file not found: {path}")
     except ConfigError as exc:
         return Check("model", "fail", str(exc))
-    return Check("model", "ok", f"{path.name} ({path.stat().st_size / 1e6:,.0f} MB)")
+    return check_inference(path)
+
+
+#: the doctor's prompt: long enough for llama.cpp's batched prompt path (more than one 512-token batch), where the
+#: CPU-specific matrix kernels run (the AMX crash of docs/run.md happened there, never on a short prompt)
+PROBE_PROMPT_TOKENS = 600
+MODEL_PROBE_TIMEOUT_S: Final = 300.0
+REBUILD_HINT = (
+    "rebuild llama.cpp for any CPU: CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON' "
+    ".venv/bin/pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36 (docs/run.md)"
+)
+
+
+def check_inference(path: Path, *, prompt_tokens: int = PROBE_PROMPT_TOKENS) -> Check:
+    """Load ``path`` in a child process as ``promcp run`` does and evaluate a long prompt there, with a timeout: a
+    native crash of this CPU's llama.cpp kernels shows up here, named with its signal and the fix, not mid-run."""
+    from promcp.host.llm._model_process import ModelCrashed, ModelProcess
+    from promcp.host.llm.llama_cpp import DEFAULT_N_CTX
+
+    size = f"{path.name} ({path.stat().st_size / 1e6:,.0f} MB)"
+    model = ModelProcess(path, DEFAULT_N_CTX, 2, 0)
+    try:
+        t0 = time.perf_counter()
+        done = model.complete(
+            {
+                "prompt": "Hello " * prompt_tokens,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "top_p": 1.0,
+                "seed": 0,
+                "grammar": None,
+                "stop": [],
+            },
+            timeout_s=MODEL_PROBE_TIMEOUT_S,
+        )
+        seconds = time.perf_counter() - t0
+    except ModelCrashed as exc:
+        return Check("model", "fail", f"{size}: {exc}; {REBUILD_HINT}")
+    except LLMError as exc:
+        return Check("model", "fail", f"{size}: {exc}")
+    finally:
+        model.close()
+    n = int(done["n_p_eval"])
+    rate = n / (done["t_p_eval_ms"] / 1000) if done["t_p_eval_ms"] else 0.0
+    return Check(
+        "model", "ok", f"{size}, a {n:,}-token prompt evaluated in {seconds:.1f} s ({rate:,.0f} tokens/s)"
+    )
 
 
 def check_api_key(backend: str, explicit: str | None, base_url: str) -> Check:
