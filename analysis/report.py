@@ -184,6 +184,7 @@ def report(
     if sections is None and _has_cache_split(events):  # provider usage with a cache split: what it cost
         wanted += ["cost", "cache", "schema_tax"]
     _task_notes(out, all_tasks, overflow)
+    _unclosed_runs_note(out, data)
     builders: dict[str, Callable[[], pd.DataFrame]] = {
         "phases": lambda: phase_attribution(
             events, by, include_incomplete=include_incomplete, tasks=task_rows
@@ -312,6 +313,10 @@ def _reconcile(out: Report, events: Events, calls: pd.DataFrame) -> None:
     )
 
 
+#: the error type of a call whose model process died (promcp/host/llm/_model_process.py)
+MODEL_CRASHED = "model_crashed"
+
+
 def _task_notes(out: Report, all_tasks: pd.DataFrame, overflow: int) -> None:
     bad = out.excluded
     if len(bad):
@@ -327,6 +332,13 @@ def _task_notes(out: Report, all_tasks: pd.DataFrame, overflow: int) -> None:
                 f"{len(bad)} of {out.tasks} task(s) are not complete and are left out of the tables: {named}{more}. "
                 "--include-incomplete counts them; --errors lists every failure"
             )
+    crashed = all_tasks[all_tasks["error"].fillna("").str.startswith(f"{MODEL_CRASHED}:")]
+    if len(crashed):
+        out.notes.append(
+            f"the embedded model's process crashed in {len(crashed)} task(s) ({MODEL_CRASHED}; the run went on with "
+            "a new one): `promcp doctor` checks the model on this CPU, docs/run.md 'The embedded model on any CPU' "
+            "says what to do"
+        )
     implicit = all_tasks[all_tasks["task_id"] == IMPLICIT_TASK]
     if len(implicit):
         out.notes.append(
@@ -343,6 +355,23 @@ def _task_notes(out: Report, all_tasks: pd.DataFrame, overflow: int) -> None:
         out.notes.append(
             f"{overflow} LLM call(s) did not fit the context window (status context_overflow, not sent): "
             "see the context overflow table; their tasks are not complete"
+        )
+
+
+def _unclosed_runs_note(out: Report, data: Events) -> None:
+    """Runs whose process ended without closing them (killed, crashed, out of memory): read from their journal."""
+    if not isinstance(data, str | Path) or not Path(data).is_dir():
+        return
+    from promcp.store.journal import is_live, iter_journals
+
+    ended = [j.stem for j in iter_journals(Path(data)) if not is_live(j)]
+    if ended:
+        named = ", ".join(ended[:NAMED_IN_NOTE]) + (
+            f" and {len(ended) - NAMED_IN_NOTE} more" if len(ended) > NAMED_IN_NOTE else ""
+        )
+        out.notes.append(
+            f"{len(ended)} run(s) ended without their process closing them (killed or crashed): {named}; their "
+            f"events are read from the journal as journaled; `promcp finalize {data}` writes them"
         )
 
 

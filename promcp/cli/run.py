@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import statistics
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,8 @@ def _run(args: argparse.Namespace) -> int:
     from promcp.host import config
     from promcp.host.runner import DryBackend, prepare_workspace, run_benchmark
 
+    # a native crash in this process (the model runs in its own) still leaves its Python stack on stderr
+    faulthandler.enable()
     err = stderr()
     run_id = new_run_id()
     out: Path = args.out
