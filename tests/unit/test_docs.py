@@ -33,6 +33,8 @@ COLUMNS = "120"
 SKIP: dict[str, str] = {
     "make demo": "installs everything and runs 16 tasks (minutes)",
     "make test": "is the test suite",
+    "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON' .venv/bin/pip install "
+    "--no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36": "rebuilds llama.cpp (minutes)",
     "make paper-scale GGUF=/models/qwen2.5-7b-instruct-q4_k_m.gguf CONTEXT=32768": "needs a 7B GGUF (hours)",
     "make paper-scale-ci": "LLM run of two tasks with the whole install check (its output is recorded in the doc)",
     "promcp run --topology l-cust benchmark.yaml": "the whole default benchmark (minutes)",
