@@ -147,9 +147,9 @@ class HttpSender:
                 conn.request("POST", self._path, body, self._headers)
                 resp = conn.getresponse()
                 data = resp.read()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 self.close()
-                if last:
+                if last or attempt >= 1:  # it hangs: one more try, then say so
                     raise ExportError(f"{self.url}: no answer within {self.timeout:g} s") from None
             except socket.gaierror as exc:
                 self.close()
@@ -235,7 +235,7 @@ class GrpcSender:
             if parts.scheme == "https"
             else grpc.insecure_channel(target)
         )
-        self._stub = TraceServiceStub(self._channel)
+        self._stub = TraceServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata = [(k.lower(), v) for k, v in {**_basic_auth(url), **dict(headers or {})}.items()]
         self.timeout, self.retries = timeout, retries
         self.rejected = 0

@@ -141,7 +141,7 @@ def _name(e: Event) -> str:
         return f"{e.mcp_method or 'execute_tool'} {e.tool or ''}".rstrip()
     if e.mcp_method:
         return e.mcp_method
-    return f"{e.phase.value if e.phase else stage.value} {e.server or ''}".rstrip()
+    return f"{str(e.phase) if e.phase else stage.value} {e.server or ''}".rstrip()
 
 
 def _semconv(e: Event) -> dict[str, Any]:
@@ -173,7 +173,7 @@ def _semconv(e: Event) -> dict[str, Any]:
     out["jsonrpc.request.id"] = e.jsonrpc_id
     out["mcp.protocol.version"] = e.protocol_version
     if e.transport is not None:
-        out["network.transport"] = _NETWORK.get(e.transport.value, e.transport.value)
+        out["network.transport"] = _NETWORK.get(str(e.transport), str(e.transport))
     out["error.type"] = e.error_type
     return out
 
@@ -185,19 +185,19 @@ def _own(e: Event) -> dict[str, Any]:
         "promcp.task_id": e.task_id,
         "promcp.round": e.round,
         "promcp.seq": e.seq,
-        "promcp.stage": e.stage.value,
-        "promcp.phase": e.phase.value if e.phase else None,
-        "promcp.direction": e.direction.value if e.direction else None,
-        "promcp.topology": e.topology.value,
+        "promcp.stage": str(e.stage),
+        "promcp.phase": str(e.phase) if e.phase else None,
+        "promcp.direction": str(e.direction) if e.direction else None,
+        "promcp.topology": str(e.topology),
         "promcp.source": e.source,
         "promcp.benchmark": e.benchmark,
-        "promcp.status": e.status.value,
-        "promcp.timing_quality": e.timing_quality.value,
+        "promcp.status": str(e.status),
+        "promcp.timing_quality": str(e.timing_quality),
         "promcp.latency_ms": e.latency_ms,
         "promcp.server": e.server,
         "promcp.tool": e.tool,
-        "promcp.transport": e.transport.value if e.transport else None,
-        "promcp.token_source": e.token_source.value,
+        "promcp.transport": str(e.transport) if e.transport else None,
+        "promcp.token_source": str(e.token_source),
         "promcp.tokenizer": e.tokenizer,
         "promcp.tokens_in": e.tokens_in,
         "promcp.tokens_out": e.tokens_out,
@@ -227,8 +227,8 @@ def event_span(e: Event, anchor_ns: int, *, run_header: str | None, cost: Cost |
     if run_header is not None:
         attrs.update(carried.encode([e], run_header))
     status = Status()
-    if e.status.value != "ok":
-        status = Status(code=Status.StatusCode.STATUS_CODE_ERROR, message=e.error_type or e.status.value)
+    if str(e.status) != "ok":
+        status = Status(code=Status.StatusCode.STATUS_CODE_ERROR, message=e.error_type or str(e.status))
     return Span(
         trace_id=trace_id(e.run_id, task),
         span_id=span_id(e.run_id, e.seq),
