@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from pathlib import Path
+from typing import ClassVar
 
+import pandas as pd
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -229,3 +233,100 @@ def test_a_collector_that_is_down_or_a_bad_dataset_is_one_line(
     )
     err = capsys.readouterr().err
     assert code == 2 and "export state is not JSON" in err
+
+
+class _Scripted(http.server.BaseHTTPRequestHandler):
+    """Answers each request with the next (status, headers, body) of ``replies`` (the last one again after)."""
+
+    replies: ClassVar[list[tuple[int, dict[str, str], bytes]]] = []
+    seen = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        status, headers, body = type(self).replies[min(type(self).seen, len(type(self).replies) - 1)]
+        type(self).seen += 1
+        self.send_response(status)
+        for k, v in {**headers, "Content-Length": str(len(body))}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _serve(replies: list[tuple[int, dict[str, str], bytes]]) -> tuple[http.server.HTTPServer, str]:
+    _Scripted.replies, _Scripted.seen = replies, 0
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Scripted)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, "http://127.0.0.1:{}".format(*server.server_address[1:])
+
+
+def test_a_busy_endpoint_is_retried_after_its_retry_after_and_a_refusal_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from tests.conftest import REPO
+
+    ok = (200, {"Content-Type": "application/x-protobuf"}, b"")
+    server, url = _serve([(503, {"Retry-After": "0"}, b"busy"), ok])
+    try:
+        argv = [
+            "export",
+            str(REPO / "examples" / "default-run"),
+            "--otlp",
+            url,
+            "--state",
+            str(tmp_path / "s"),
+        ]
+        assert main(argv) == 0 and _Scripted.seen == 3  # the roots (refused once, then taken), the events
+    finally:
+        server.shutdown()
+        server.server_close()
+    capsys.readouterr()
+    refusal = (400, {"Content-Type": "application/json"}, b'{"code": 3, "message": "bad spans"}')
+    server, url = _serve([refusal])
+    try:
+        argv = [
+            "export",
+            str(REPO / "examples" / "default-run"),
+            "--otlp",
+            url,
+            "--state",
+            str(tmp_path / "t"),
+        ]
+        assert main(argv) == 2
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert (
+        'answered 400 Bad Request: {"code": 3, "message": "bad spans"}' in err and len(err.splitlines()) == 1
+    )
+
+
+def test_without_rows_promcp_collect_maps_the_spans_and_keeps_the_tokens(tmp_path: Path) -> None:
+    """What docs/export.md says of --no-rows: token sums per stage come back, the events multiply."""
+    import promcp.analysis as pa
+    from promcp.collect import Collector
+    from tests.conftest import REPO
+
+    col = Collector(tmp_path / "col", port=0).start()
+    try:
+        url = "http://{}:{}".format(*col.address)
+        argv = ["export", str(REPO / "examples" / "default-run"), "--otlp", url, "--no-rows"]
+        assert main([*argv, "--state", str(tmp_path / "s")]) == 0
+    finally:
+        col.stop()
+    got, src = pa.load(tmp_path / "col"), pa.load(REPO / "examples" / "default-run")
+    assert got["run_id"].astype(str).str.startswith("otlp-spans-promcp-").all()
+    sums = ["tokens_in", "tokens_out"]
+    llm = ["S1", "S2", "S5", "S6"]
+
+    def by_stage(df: pd.DataFrame) -> dict[str, list[int]]:
+        table = df.astype({"stage": str}).groupby("stage")[sums].sum()
+        return {stage: [int(v) for v in table.loc[stage]] for stage in llm}
+
+    assert by_stage(got) == by_stage(src) and by_stage(src)["S1"][0] == 3498
+    schemas = got[got["phase"] == "tools_discovery"]["footprint_tokens"].sum()
+    assert schemas == src[src["phase"] == "tools_discovery"]["footprint_tokens"].sum()
+    assert (len(src), len(got)) == (50, 73)
