@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from promcp.cli._common import stderr
+from promcp.cli._common import EXIT_INTERRUPTED, stderr
 from promcp.errors import ConfigError, ExportError
 
 
@@ -141,6 +141,15 @@ def _run(args: argparse.Namespace) -> int:
             f"{exc}; {sent_before[0]:,} span(s) sent before are remembered in {state_path}: run the same "
             "command again to resume"
         ) from None
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: what was acknowledged is in the state file already
+        err.print(
+            f"interrupted: {sent_before[0]:,} span(s) sent are remembered in {state_path}: run the same command "
+            "again to resume",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+        return EXIT_INTERRUPTED
     finally:
         if live:
             err.file.write("\n")
