@@ -21,7 +21,7 @@ from promcp.export import _request
 from promcp.export.runs import RunSpans
 from promcp.export.send import otlp_json, traces_url
 from promcp.export.spans import NO_TASK, Cost, event_span, root_span_id, span_id, trace_id
-from promcp.export.state import ExportState, destination_key
+from promcp.export.state import ExportState, default_state_path, destination_key
 from promcp.store.parquet import discover
 from tests.conftest import write_dataset
 from tests.stubs.ports import free_port
@@ -174,6 +174,9 @@ def test_state_resumes_per_destination_and_holds_no_secret(tmp_path: Path) -> No
     text = path.read_text()
     assert "s3cret" not in text and "token" not in text and "user" not in text
     assert path.stat().st_mode & 0o077 == 0
+    assert (
+        default_state_path(tmp_path / "traces") == tmp_path / "traces.promcp-export.json"
+    )  # beside, not inside
 
 
 @pytest.mark.parametrize(
