@@ -283,3 +283,40 @@ def test_phoenix_over_grpc_and_its_refusal_of_json_is_one_line(
     assert (
         code == 2 and "answered 415" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     )
+
+
+def test_ctrl_c_mid_export_says_what_was_sent_and_how_to_resume(tmp_path: Path) -> None:
+    """SIGINT while the endpoint holds a request: exit 130 with one line naming the state file, no traceback."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    port = listener.getsockname()[1]
+    state = tmp_path / "state.json"
+    proc = subprocess.Popen(
+        [
+            *PROMCP,
+            "export",
+            str(EXAMPLE),
+            "--otlp",
+            f"http://127.0.0.1:{port}",
+            "--state",
+            str(state),
+            "--timeout",
+            "120",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        listener.settimeout(120)
+        conn, _ = listener.accept()  # the first request is on its way
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        conn.close()
+    finally:
+        listener.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert f"interrupted: 0 span(s) sent are remembered in {state}" in err and "Traceback" not in err
