@@ -16,7 +16,8 @@ Every error promcp raises on purpose derives from :class:`PromcpError`, so calle
     ├── LLMError               an LLM backend failed after its retries
     │   └── LLMHTTPError           an LLM API answered with an HTTP error status (with its Retry-After hint)
     ├── WireFormatError        a provider's response lacks a field its wire format requires (names the path)
-    └── InstrumentationError   a hook target is missing from the installed mcp SDK
+    ├── InstrumentationError   a hook target is missing from the installed mcp SDK
+    └── ExportError            an OTLP destination of ``promcp export`` cannot be reached or refused the spans
 
 Warnings about input that was partly usable (a skipped line, a skipped file) are :class:`PromcpWarning`.
 """
@@ -155,6 +156,10 @@ class WireFormatError(PromcpError):
 
 class InstrumentationError(PromcpError):
     """The installed mcp SDK lacks a hook target promcp.instrument() needs."""
+
+
+class ExportError(PromcpError):
+    """``promcp export``: the OTLP destination cannot be reached, or refused what was sent (says which and why)."""
 
 
 class PromcpWarning(UserWarning):

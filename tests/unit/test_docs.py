@@ -112,6 +112,18 @@ SKIP: dict[str, str] = {
     "'latency_ms','footprint_tokens']].to_string(index=False))\"": "reads the dataset the commands above wrote",
     "promcp collect --grpc 127.0.0.1:4317": "a long-running receiver (test_collect: Claude Code over gRPC)",
     "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python my_host.py": "placeholder: your host",
+    "promcp export traces/ --otlp http://127.0.0.1:6006": "needs a Phoenix server (test_export: a real one)",
+    'promcp export traces/ --otlp http://collector:4318 --header "x-api-key=…"': "placeholder: your endpoint",
+    "promcp export traces/ --otlp http://127.0.0.1:4317 --protocol grpc": "needs an OTLP/gRPC endpoint "
+    "(test_export: promcp collect --grpc and Phoenix over gRPC)",
+    "promcp collect --listen 127.0.0.1:4319 --out traces/copy &": "a receiver in the background "
+    "(test_export: the same round trip)",
+    "promcp export examples/default-run --otlp http://127.0.0.1:4319 --state /tmp/copy.json": "needs the receiver "
+    "above (test_export: the same round trip)",
+    "PHOENIX_WORKING_DIR=/tmp/phoenix PHOENIX_HOST=127.0.0.1 phoenix serve &": "a long-running Phoenix server "
+    "(test_export starts one per test session)",
+    "promcp export examples/default-run --otlp http://127.0.0.1:6006 --project default-run": "needs the Phoenix "
+    "server above (test_export)",
 }
 
 
