@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "proxy",
     "record",
     "collect",
+    "footprint",
+    "mcp",
 )
 #: Commands a client starts once per server and waits for: only their own module is imported (the others pull
 #: in pandas and DuckDB, seconds of start-up per server).
