@@ -34,7 +34,7 @@ COMMAND_MODULES = (
 )
 #: Commands a client starts once per server and waits for: only their own module is imported (the others pull
 #: in pandas and DuckDB, seconds of start-up per server).
-LEAN_COMMANDS = ("proxy",)
+LEAN_COMMANDS = ("proxy", "mcp")
 
 
 def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:

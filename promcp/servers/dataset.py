@@ -76,7 +76,9 @@ def _bounded(body: dict[str, Any], max_rows: int = MAX_ROWS) -> dict[str, Any]:
 
 
 def _answer(summary: str, body: dict[str, Any]) -> CallToolResult:
-    data = json.loads(json.dumps(_bounded(body), default=str))
+    """The summary as the first text block and as ``summary`` in the structured content (a client such as Claude
+    Code forwards only the structured content to the model when there is one), then the JSON as text."""
+    data = json.loads(json.dumps(_bounded({"summary": summary, **body}), default=str))
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     return CallToolResult(
         content=[TextContent(type="text", text=summary), TextContent(type="text", text=text)],
@@ -106,11 +108,10 @@ class DatasetTools:
     def _selection(self, run: str | None) -> dict[str, Any]:
         return {"runs": [run], "latest": 0} if run else {"runs": None, "latest": 1}
 
-    def check(self) -> int:
-        """The number of runs; raises :class:`promcp.errors.NotATraceError` for a folder without promcp data."""
-        from promcp.analysis.engine import runs_of
-
-        return len(runs_of(str(self.dataset)))
+    def check(self) -> None:
+        """Fail at start for a dataset that is not there (cheap: the content is read, and checked, per call)."""
+        if not self.dataset.exists():
+            raise ConfigError(f"{self.dataset}: no such dataset folder or file", source="promcp mcp")
 
     def report(
         self, run: str | None = None, sections: Sequence[str] | None = None, include_incomplete: bool = False
