@@ -56,6 +56,13 @@ class Target:
     def label(self) -> str:
         return self.name or "server"
 
+    @property
+    def where(self) -> str:
+        """How an error names the server: its name, else the command's program, else the URL."""
+        if self.name:
+            return f"server {self.name}"
+        return f"server {os.path.basename(self.command[0])}" if self.command else f"server at {self.url}"
+
     def describe(self) -> str:
         return self.url if self.url and not self.command else " ".join(self.command)
 
@@ -104,10 +111,21 @@ def list_tools(target: Target, *, timeout_s: float = 30.0, tokenizer: str = "o20
     started, does not answer within ``timeout_s`` (start-up and each ``tools/list`` page), or exits."""
     cfg = target.config()
     with tempfile.TemporaryDirectory(prefix="promcp-footprint-") as tmp:
-        return asyncio.run(_list(cfg, Path(tmp), timeout_s, tokenizer))
+        return asyncio.run(_list(cfg, Path(tmp), timeout_s, tokenizer, target.where))
 
 
-async def _list(cfg: ServerConfig, scratch: Path, timeout_s: float, tokenizer_name: str) -> Listing:
+def _reason(exc: ServerError, name: str) -> str:
+    """The error's message without the prefixes the session code stacks on it."""
+    text = str(exc)
+    for prefix in (f"server {name!r}: ", "ServerError: "):
+        while prefix in text:
+            text = text.replace(prefix, "")
+    return f"{text} ({exc.error_type})" if exc.error_type not in ("server_error", "") else text
+
+
+async def _list(
+    cfg: ServerConfig, scratch: Path, timeout_s: float, tokenizer_name: str, where: str
+) -> Listing:
     from promcp import tokenizers
     from promcp.host.sessions import ServerPool
     from promcp.recorder import Recorder
@@ -134,11 +152,7 @@ async def _list(cfg: ServerConfig, scratch: Path, timeout_s: float, tokenizer_na
         tools = list(conn.tools)
         wall_ms = (time.perf_counter() - t0) * 1000.0
     except ServerError as exc:
-        raise ServerError(
-            f"server {cfg.name} did not start or list its tools ({exc.error_type}): {exc}",
-            server=cfg.name,
-            error_type=exc.error_type,
-        ) from None
+        raise ServerError(f"{where} did not start or list its tools: {_reason(exc, cfg.name)}") from None
     finally:
         await pool.close()
         rec.flush()
