@@ -31,7 +31,13 @@ def footprint_document(fp: Footprint, verdict: Verdict | None = None) -> Documen
     doc = Document("promcp footprint", header=header, meta=meta)
     doc.data["tools"] = pd.DataFrame(
         [
-            {"tool": t.name, "tokenizer": n, "tokens": t.tokens[n], "bytes": t.bytes, "listed_bytes": t.listed_bytes}
+            {
+                "tool": t.name,
+                "tokenizer": n,
+                "tokens": t.tokens[n],
+                "bytes": t.bytes,
+                "listed_bytes": t.listed_bytes,
+            }
             for t in fp.tools
             for n in fp.tokenizers
         ],
@@ -70,7 +76,12 @@ def footprint_document(fp: Footprint, verdict: Verdict | None = None) -> Documen
         Table(
             "fields",
             f"Largest fields ({first})",
-            [Column("tool"), Column("field"), Column("tokens", kind="number"), Column("bytes", kind="number")],
+            [
+                Column("tool"),
+                Column("field"),
+                Column("tokens", kind="number"),
+                Column("bytes", kind="number"),
+            ],
             [{"tool": f.tool, "field": f.field, "tokens": f.tokens, "bytes": f.bytes} for f in fp.fields],
             key_columns=2,
             empty="no descriptions or parameters",

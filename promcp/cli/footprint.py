@@ -25,21 +25,29 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "tokenizers, bytes, the largest fields, what slim/dedup would save and the start-up time. --budget and "
         "--baseline make it a CI gate (exit 1 when it fails; 2 when the server cannot be measured).",
     )
-    p.add_argument("--url", help="the server's streamable HTTP or SSE endpoint (e.g. http://127.0.0.1:3001/mcp)")
+    p.add_argument(
+        "--url", help="the server's streamable HTTP or SSE endpoint (e.g. http://127.0.0.1:3001/mcp)"
+    )
     p.add_argument(
         "--transport",
         choices=["streamable_http", "sse"],
         help="the URL's transport (default: sse when the path ends in /sse, else streamable_http)",
     )
-    p.add_argument("--name", default=None, help="the server's name in the output (default: the name it gives itself)")
+    p.add_argument(
+        "--name", default=None, help="the server's name in the output (default: the name it gives itself)"
+    )
     p.add_argument(
         "--tokenizers",
         default="o200k_base",
         help="comma-separated tokenizers, the first one for the budget and the largest fields "
         "(e.g. o200k_base,cl100k_base,approx:claude; default o200k_base)",
     )
-    p.add_argument("--budget", type=_tokens, metavar="N", help="exit 1 when the total exceeds N tokens (first tokenizer)")
-    p.add_argument("--baseline", metavar="FILE", help="a saved `promcp footprint --format json` output to compare with")
+    p.add_argument(
+        "--budget", type=_tokens, metavar="N", help="exit 1 when the total exceeds N tokens (first tokenizer)"
+    )
+    p.add_argument(
+        "--baseline", metavar="FILE", help="a saved `promcp footprint --format json` output to compare with"
+    )
     p.add_argument(
         "--tolerance",
         default="0",
@@ -100,12 +108,16 @@ def _run(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     if not command and not args.url:
-        raise ConfigError("name a server: promcp footprint -- COMMAND [ARGS…], or --url URL", source="footprint")
+        raise ConfigError(
+            "name a server: promcp footprint -- COMMAND [ARGS…], or --url URL", source="footprint"
+        )
     names = [t.strip() for t in args.tokenizers.split(",") if t.strip()]
     if not names:
         raise ConfigError("name at least one tokenizer", source="--tokenizers")
     tolerance = Tolerance.parse(args.tolerance)
-    baseline = read_baseline(args.baseline) if args.baseline else None  # a bad file fails before the server starts
+    baseline = (
+        read_baseline(args.baseline) if args.baseline else None
+    )  # a bad file fails before the server starts
     name = args.name or "the server"
     target = Target(
         name=args.name, command=tuple(command), url=args.url, transport=args.transport, env=_env(args.env)

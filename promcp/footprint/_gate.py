@@ -100,7 +100,7 @@ def read_baseline(path: str | Path) -> Baseline:
         isinstance(v, int) and not isinstance(v, bool) for v in totals.values()
     ):
         raise ConfigError(
-            f"{p} is not a `promcp footprint --format json` output (no \"totals\" of token counts)",
+            f'{p} is not a `promcp footprint --format json` output (no "totals" of token counts)',
             source="--baseline",
         )
     tools: dict[tuple[str, str], int] = {}
@@ -156,7 +156,13 @@ def judge(
             continue
         status = "added" if b is None else "removed" if c is None else "grew" if (c or 0) > b else "shrank"
         verdict.changes.append(
-            {"tokenizer": name, "tool": tool, "baseline": b, "tokens": c, "change": (c or 0) - (b or 0),
-             "status": status}
+            {
+                "tokenizer": name,
+                "tool": tool,
+                "baseline": b,
+                "tokens": c,
+                "change": (c or 0) - (b or 0),
+                "status": status,
+            }
         )
     return verdict

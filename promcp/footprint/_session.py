@@ -43,13 +43,17 @@ class Target:
         command = _command(self.command, self.env, self.cwd) if self.command else None
         if self.url is None:
             if command is None:
-                raise ConfigError("name a server: `-- COMMAND [ARGS…]` (stdio) or --url URL", source="footprint")
+                raise ConfigError(
+                    "name a server: `-- COMMAND [ARGS…]` (stdio) or --url URL", source="footprint"
+                )
             return ServerConfig(name=self.label, transport="stdio", command=command)
         if not self.url.startswith(("http://", "https://")):
             raise ConfigError(f"{self.url!r} is not an http(s) URL", source="--url")
         transport = self.transport or ("sse" if self.url.rstrip("/").endswith("/sse") else "streamable_http")
         if transport not in URL_TRANSPORTS:
-            raise ConfigError(f"unknown transport {transport!r}; choose {', '.join(URL_TRANSPORTS)}", source="--transport")
+            raise ConfigError(
+                f"unknown transport {transport!r}; choose {', '.join(URL_TRANSPORTS)}", source="--transport"
+            )
         return ServerConfig(name=self.label, transport=transport, url=self.url, start=command)
 
     @property

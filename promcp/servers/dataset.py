@@ -49,7 +49,9 @@ REPORT_SECTIONS: Final = (
     "cache",
     "schema_tax",
 )
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
 
 def _bounded(body: dict[str, Any], max_rows: int = MAX_ROWS) -> dict[str, Any]:
@@ -151,13 +153,24 @@ class DatasetTools:
         rows.sort(key=lambda r: (-(r.get("schema_tokens") or 0), -(r.get("tokens_total") or 0), r["tool"]))
         servers: dict[str, dict[str, Any]] = {}
         for r in rows:
-            s = servers.setdefault(r["server"], {"server": r["server"], "tools": 0, "schema_tokens": 0.0,
-                                                 "never_called": 0, "tokenizer": r.get("tokenizer")})
+            s = servers.setdefault(
+                str(r["server"]),
+                {
+                    "server": r["server"],
+                    "tools": 0,
+                    "schema_tokens": 0.0,
+                    "never_called": 0,
+                    "tokenizer": r.get("tokenizer"),
+                },
+            )
             s["tools"] += 1
             s["schema_tokens"] += r.get("schema_tokens") or 0
             s["never_called"] += 0 if r.get("called") else 1
-        never = [{"server": r["server"], "tool": r["tool"], "schema_tokens": r.get("schema_tokens")}
-                 for r in rows if not r.get("called")]
+        never = [
+            {"server": r["server"], "tool": r["tool"], "schema_tokens": r.get("schema_tokens")}
+            for r in rows
+            if not r.get("called")
+        ]
         runs = sorted({str(r["run_id"]) for r in rows})
         body = {
             "runs": runs,
@@ -172,7 +185,11 @@ class DatasetTools:
         head = rows[0] if rows else None
         summary = (
             f"{n_tools} tool definitions in {', '.join(runs) or 'no run'}; costliest: "
-            + (f"{head['server']}/{head['tool']} ({head.get('schema_tokens') or 0:,.0f} schema tokens)" if head else "none")
+            + (
+                f"{head['server']}/{head['tool']} ({head.get('schema_tokens') or 0:,.0f} schema tokens)"
+                if head
+                else "none"
+            )
             + f"; {len(never)} never called"
         )
         return summary, body
@@ -183,7 +200,7 @@ class DatasetTools:
 
         if scorer not in SCORERS:
             raise ConfigError(f"unknown scorer {scorer!r}; choose from {', '.join(SCORERS)}", source="scorer")
-        result = whatif_dataset(str(self.dataset), k=max(1, int(k)), scorer=scorer, **self._selection(run))  # type: ignore[arg-type]
+        result = whatif_dataset(str(self.dataset), k=max(1, int(k)), scorer=scorer, **self._selection(run))
         body = _document_body(whatif_document(result))
         rows = body.get("tables", {}).get("summary") or []
         best = max(rows, key=lambda r: r.get("reduction_pct") or 0, default=None)
@@ -276,12 +293,15 @@ def build_server(tools: DatasetTools) -> MCPServer:
 
     @server.tool(annotations=READ_ONLY)
     def footprint(
-        url: str | None = None, command: list[str] | None = None, tokenizers: list[str] | None = None
+        url: str | None = None,
+        command: list[str] | None = None,
+        tokenizers: list[str] | None = None,
+        timeout_s: float = 30.0,
     ) -> CallToolResult:
         """One MCP server's tools tax without an agent: start it (or connect to `url`), list its tools, and
         count each tool's schema tokens under `tokenizers` (default o200k_base), bytes, start-up time and what
-        slimming would save."""
-        return call(lambda: tools.footprint(command, url, tokenizers))
+        slimming would save. `timeout_s` bounds the start-up and each page (at most 120)."""
+        return call(lambda: tools.footprint(command, url, tokenizers, timeout_s))
 
     return server
 

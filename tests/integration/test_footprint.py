@@ -20,6 +20,7 @@ import pytest
 
 from promcp.cli import main
 from promcp.footprint import Target, measure
+from promcp.servers.dataset import DatasetTools
 from promcp.tokenizers._tiktoken import build_encoding
 from tests.stubs.ports import free_port, wait_port
 
@@ -29,7 +30,9 @@ PY = sys.executable
 
 pytestmark = [
     pytest.mark.servers,
-    pytest.mark.skipif(not (BIN / "mcp-server-everything").exists(), reason="npm packages not installed (npm ci)"),
+    pytest.mark.skipif(
+        not (BIN / "mcp-server-everything").exists(), reason="npm packages not installed (npm ci)"
+    ),
 ]
 
 INIT = {
@@ -42,14 +45,19 @@ INIT = {
 def _stdio_tools(argv: list[str], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Every page of tools/list, asked over the server's own stdio by hand."""
     proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
     )
     assert proc.stdin is not None and proc.stdout is not None
 
     def ask(msg_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode() + b"\n")
+        proc.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode() + b"\n"
+        )
         proc.stdin.flush()
         while True:
             msg = json.loads(proc.stdout.readline())
@@ -83,7 +91,9 @@ def _http_tools(url: str) -> list[dict[str, Any]]:
     """tools/list over streamable HTTP, by hand."""
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     with httpx.Client(timeout=30) as client:
-        r = client.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
+        r = client.post(
+            url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
+        )
         session = r.headers.get("mcp-session-id")
         if session:
             headers["mcp-session-id"] = session
@@ -93,7 +103,13 @@ def _http_tools(url: str) -> list[dict[str, Any]]:
         cursor, n = None, 2
         while True:
             params = {"cursor": cursor} if cursor else {}
-            page = _http_json(client.post(url, headers=headers, json={"jsonrpc": "2.0", "id": n, "method": "tools/list", "params": params}))["result"]
+            page = _http_json(
+                client.post(
+                    url,
+                    headers=headers,
+                    json={"jsonrpc": "2.0", "id": n, "method": "tools/list", "params": params},
+                )
+            )["result"]
             tools += page["tools"]
             cursor, n = page.get("nextCursor"), n + 1
             if not cursor:
@@ -106,7 +122,11 @@ def _expected(tools: list[dict[str, Any]], encoding: str) -> int:
     total = 0
     for t in tools:
         text = json.dumps(
-            {"name": t["name"], "description": t.get("description") or "", "parameters": t.get("inputSchema") or {}},
+            {
+                "name": t["name"],
+                "description": t.get("description") or "",
+                "parameters": t.get("inputSchema") or {},
+            },
             separators=(",", ":"),
             ensure_ascii=False,
         )
@@ -116,7 +136,9 @@ def _expected(tools: list[dict[str, Any]], encoding: str) -> int:
 
 @contextmanager
 def _serving(argv: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[None]:
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
     try:
         wait_port(port)
         yield
@@ -170,15 +192,24 @@ def test_streamable_http_started_by_footprint_equals_an_independent_count() -> N
 
 def test_own_servers_over_http_and_sse() -> None:
     port = free_port()
-    with _serving([PY, "-m", "promcp.servers.dates", "--transport", "streamable-http", "--port", str(port)], port):
+    with _serving(
+        [PY, "-m", "promcp.servers.dates", "--transport", "streamable-http", "--port", str(port)], port
+    ):
         url = f"http://127.0.0.1:{port}/mcp"
         fp = measure(Target(url=url), TOKENIZERS)
         _check(fp, _http_tools(url))
+        # promcp mcp's footprint tool: the same measurement, as structured content
+        _, body = DatasetTools(ROOT / "examples" / "default-run").footprint(
+            url=url, tokenizers=["o200k_base"]
+        )
+        assert body["totals"] == {"o200k_base": fp.total("o200k_base")} and body["server"] == "dates"
     port = free_port()
     with _serving([PY, "-m", "promcp.servers.dates", "--transport", "sse", "--port", str(port)], port):
         sse = measure(Target(url=f"http://127.0.0.1:{port}/sse"), TOKENIZERS)
     assert sse.transport == "sse" and sse.server == fp.server == "dates"
-    assert [t.name for t in sse.tools] == [t.name for t in fp.tools] and sse.total("o200k_base") == fp.total("o200k_base")
+    assert [t.name for t in sse.tools] == [t.name for t in fp.tools] and sse.total("o200k_base") == fp.total(
+        "o200k_base"
+    )
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -190,7 +221,9 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_budget_and_baseline_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # the node memory server: the quickest of the real servers to start
     server = ["--env", f"MEMORY_FILE_PATH={tmp_path / 'memory.jsonl'}", "--", str(BIN / "mcp-server-memory")]
-    code, out, _ = _cli(capsys, "footprint", "--format", "json", "--tokenizers", "o200k_base,cl100k_base", *server)
+    code, out, _ = _cli(
+        capsys, "footprint", "--format", "json", "--tokenizers", "o200k_base,cl100k_base", *server
+    )
     assert code == 0
     saved = json.loads(out)
     total = saved["totals"]["o200k_base"]
@@ -198,14 +231,29 @@ def test_budget_and_baseline_exit_codes(tmp_path: Path, capsys: pytest.CaptureFi
     baseline = tmp_path / "footprint.json"
     baseline.write_text(out)
 
-    code, out, _ = _cli(capsys, "footprint", "--budget", str(total), "--baseline", str(baseline), "--format", "markdown", *server)
+    code, out, _ = _cli(
+        capsys,
+        "footprint",
+        "--budget",
+        str(total),
+        "--baseline",
+        str(baseline),
+        "--format",
+        "markdown",
+        *server,
+    )
     assert code == 0 and "gate: pass" in out
     code, _, err = _cli(capsys, "footprint", "--budget", str(total - 1), *server)
     assert code == 1 and "over budget" in err and f"{total:,}" in err
 
     # the baseline had fewer tokens: this run is a regression, unless the tolerance covers it
     shrunk = dict(saved, totals={"o200k_base": total - 10, "cl100k_base": saved["totals"]["cl100k_base"]})
-    shrunk["tables"] = {"tools": [dict(r, tokens=r["tokens"] - 10) if r["tool"] == "read_graph" else r for r in saved["tables"]["tools"]]}
+    shrunk["tables"] = {
+        "tools": [
+            dict(r, tokens=r["tokens"] - 10) if r["tool"] == "read_graph" else r
+            for r in saved["tables"]["tools"]
+        ]
+    }
     baseline.write_text(json.dumps(shrunk))
     code, out, err = _cli(capsys, "footprint", "--baseline", str(baseline), "--format", "json", *server)
     assert code == 1 and "regression" in err and "+10" in err
@@ -223,7 +271,10 @@ def test_budget_and_baseline_exit_codes(tmp_path: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("argv", "reason"),
     [
-        (["/nonexistent/server-binary"], "error: server server-binary did not start or list its tools: cannot start"),
+        (
+            ["/nonexistent/server-binary"],
+            "error: server server-binary did not start or list its tools: cannot start",
+        ),
         ([PY, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"], "boom"),
         ([PY, "-c", "import time; time.sleep(60)"], "no answer within"),
     ],
@@ -242,5 +293,12 @@ def test_a_server_that_does_not_start_is_one_line_and_exit_2(
 
 
 def test_a_url_nobody_serves(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _cli(capsys, "footprint", "--timeout", "1", "--url", f"http://127.0.0.1:{free_port()}/mcp")
-    assert code == 2 and out == "" and "did not accept connections" in err and "did not start or list its tools" in err
+    code, out, err = _cli(
+        capsys, "footprint", "--timeout", "1", "--url", f"http://127.0.0.1:{free_port()}/mcp"
+    )
+    assert (
+        code == 2
+        and out == ""
+        and "did not accept connections" in err
+        and "did not start or list its tools" in err
+    )

@@ -65,17 +65,31 @@ def test_claude_code_calls_top_schemas(tmp_path: Path) -> None:
     }
     added = subprocess.run(
         [str(CLAUDE), "mcp", "add", "promcp", "--", str(PROMCP), "mcp", str(dataset)],
-        env=env, cwd=work, capture_output=True, text=True, timeout=120,
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert added.returncode == 0, added.stderr
     script = Scripted(TOOL, {"limit": 5}, answer="Costliest: ")
     try:
         with StubServer(script.anthropic) as stub:
             proc = subprocess.run(
-                [str(CLAUDE), "-p", "Which tool definitions cost the most?", "--allowedTools", TOOL,
-                 "--output-format", "json"],
+                [
+                    str(CLAUDE),
+                    "-p",
+                    "Which tool definitions cost the most?",
+                    "--allowedTools",
+                    TOOL,
+                    "--output-format",
+                    "json",
+                ],
                 env={**env, "ANTHROPIC_BASE_URL": stub.url},
-                cwd=work, capture_output=True, text=True, timeout=240,
+                cwd=work,
+                capture_output=True,
+                text=True,
+                timeout=240,
             )
             requests = list(stub.requests)
     finally:
@@ -98,14 +112,31 @@ def test_claude_code_calls_top_schemas(tmp_path: Path) -> None:
 
     # it agrees with `promcp report` on the same dataset
     rep = subprocess.run(
-        [str(PROMCP), "report", str(dataset), "--latest", "--format", "json", "--section", "init",
-         "--section", "resend", "--top", "1000"],
-        env=env, capture_output=True, text=True, timeout=120,
+        [
+            str(PROMCP),
+            "report",
+            str(dataset),
+            "--latest",
+            "--format",
+            "json",
+            "--section",
+            "init",
+            "--section",
+            "resend",
+            "--top",
+            "1000",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert rep.returncode == 0, rep.stderr
     tables = json.loads(rep.stdout)["tables"]
     init = {r["server"]: r for r in tables["init"]}
-    assert {s["server"]: s["schema_tokens"] for s in servers} == {s: r["schema_tokens"] for s, r in init.items()}
+    assert {s["server"]: s["schema_tokens"] for s in servers} == {
+        s: r["schema_tokens"] for s, r in init.items()
+    }
     assert {s["server"]: s["tools"] for s in servers} == {s: r["tools"] for s, r in init.items()}
     resend = {(r["server"], r["tool"]): r for r in tables["resend"] if r.get("origin") == "schemas"}
     for row in top:

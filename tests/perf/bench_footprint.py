@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import os
+import random
 import sys
 import tempfile
 import time
@@ -27,10 +27,40 @@ sys.path.insert(0, str(ROOT))
 
 from promcp.footprint import Target, measure  # noqa: E402
 
-WORDS = (
-    "query records matching the given filter and return them sorted by the requested field with pagination "
-    "support for large result sets including metadata about each entry such as owner status and timestamps"
-).split()
+WORDS = [
+    "query",
+    "records",
+    "matching",
+    "the",
+    "given",
+    "filter",
+    "and",
+    "return",
+    "them",
+    "sorted",
+    "by",
+    "the",
+    "requested",
+    "field",
+    "with",
+    "pagination",
+    "support",
+    "for",
+    "large",
+    "result",
+    "sets",
+    "including",
+    "metadata",
+    "about",
+    "each",
+    "entry",
+    "such",
+    "as",
+    "owner",
+    "status",
+    "and",
+    "timestamps",
+]
 FILTER = {
     "type": "object",
     "description": "Restrict the results to entries matching every given condition.",
@@ -38,7 +68,11 @@ FILTER = {
         "status": {"type": "string", "enum": ["open", "closed", "archived"], "description": "Entry status."},
         "owner": {"type": "string", "description": "User id of the owner."},
         "created_after": {"type": "string", "format": "date-time", "description": "Lower bound (ISO 8601)."},
-        "tags": {"type": "array", "items": {"type": "string"}, "description": "Entries carrying all these tags."},
+        "tags": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Entries carrying all these tags.",
+        },
     },
     "additionalProperties": False,
 }
@@ -59,7 +93,10 @@ def catalog(n: int, seed: int = 0) -> dict[str, Any]:
         props: dict[str, Any] = {}
         for j in range(rng.randint(2, 6)):
             kind = rng.choice(["string", "integer", "boolean", "enum"])
-            schema: dict[str, Any] = {"type": "string" if kind == "enum" else kind, "description": _text(rng, 20, 80)}
+            schema: dict[str, Any] = {
+                "type": "string" if kind == "enum" else kind,
+                "description": _text(rng, 20, 80),
+            }
             if kind == "enum":
                 schema["enum"] = [f"v{k}" for k in range(rng.randint(2, 6))]
             if kind == "integer":
@@ -92,7 +129,15 @@ def main() -> None:
             path = Path(tmp) / f"synthetic-{n}.json"
             path.write_text(json.dumps(catalog(n)))
             target = Target(
-                command=(sys.executable, "-m", "promcp.servers.replay", "--catalog", str(path), "--server", path.stem)
+                command=(
+                    sys.executable,
+                    "-m",
+                    "promcp.servers.replay",
+                    "--catalog",
+                    str(path),
+                    "--server",
+                    path.stem,
+                )
             )
             measure(target, tokenizers)  # warm-up: tokenizers loaded, page cache warm
             runs = []
@@ -122,12 +167,19 @@ def main() -> None:
     print("|" + "|".join("---:" for _ in cols) + "|")
     for r in rows:
         cells = [
-            f"{v:,.2f}" if isinstance(v, float) and k.endswith(" s") else f"{v:,.1f}" if isinstance(v, float) else
-            f"{v:,}" if isinstance(v, int) else str(v)
+            f"{v:,.2f}"
+            if isinstance(v, float) and k.endswith(" s")
+            else f"{v:,.1f}"
+            if isinstance(v, float)
+            else f"{v:,}"
+            if isinstance(v, int)
+            else str(v)
             for k, v in r.items()
         ]
         print("| " + " | ".join(cells) + " |")
-    print(f"\nmedian of {args.repeat} runs each, after one warm-up run; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nmedian of {args.repeat} runs each, after one warm-up run; load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,18 +14,36 @@ from promcp.errors import ConfigError
 from promcp.footprint import Listing, Tolerance, footprint_of, judge, read_baseline
 from promcp.wire.mcp import tool_text_of
 
-SHARED = {"type": "object", "properties": {"street": {"type": "string", "description": "Street and number"},
-                                            "city": {"type": "string", "description": "City name, in full"}}}
+SHARED = {
+    "type": "object",
+    "properties": {
+        "street": {"type": "string", "description": "Street and number"},
+        "city": {"type": "string", "description": "City name, in full"},
+    },
+}
 TOOLS = [
-    {"name": "ship", "title": "Ship", "description": "Ship a parcel to an address.",
-     "inputSchema": {"type": "object", "properties": {"to": SHARED, "weight": {"type": "number", "default": 1}}}},
-    {"name": "bill", "description": "Send the bill to an address.",
-     "inputSchema": {"type": "object", "properties": {"to": SHARED}}, "annotations": {"readOnlyHint": False}},
+    {
+        "name": "ship",
+        "title": "Ship",
+        "description": "Ship a parcel to an address.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"to": SHARED, "weight": {"type": "number", "default": 1}},
+        },
+    },
+    {
+        "name": "bill",
+        "description": "Send the bill to an address.",
+        "inputSchema": {"type": "object", "properties": {"to": SHARED}},
+        "annotations": {"readOnlyHint": False},
+    },
 ]
 
 
 def _fp(tools: list[dict[str, object]] = TOOLS) -> object:
-    return footprint_of(Listing(tools=tools, events=[], wall_ms=1.0), ["o200k_base", "cl100k_base"], server="s")
+    return footprint_of(
+        Listing(tools=tools, events=[], wall_ms=1.0), ["o200k_base", "cl100k_base"], server="s"
+    )
 
 
 def test_counts_follow_the_init_rule_and_the_strategies() -> None:
@@ -35,11 +53,19 @@ def test_counts_follow_the_init_rule_and_the_strategies() -> None:
     assert fp.tools[0].listed_bytes > fp.tools[0].bytes  # title, default… are listed, not rendered
     by = {(s.strategy, s.tokenizer): s for s in fp.strategies}
     assert by[("slim", "o200k_base")].saving > 0  # the default keyword goes
-    assert by[("dedup", "o200k_base")].tokens + by[("dedup", "o200k_base")].saving == by[("full", "o200k_base")].tokens
-    assert fp.fields[0].tokens >= fp.fields[-1].tokens and {f.field for f in fp.fields} >= {"description", "parameters.to"}
+    assert (
+        by[("dedup", "o200k_base")].tokens + by[("dedup", "o200k_base")].saving
+        == by[("full", "o200k_base")].tokens
+    )
+    assert fp.fields[0].tokens >= fp.fields[-1].tokens and {f.field for f in fp.fields} >= {
+        "description",
+        "parameters.to",
+    }
 
 
-@pytest.mark.parametrize(("text", "base", "allowed"), [("5%", 1000, 50.0), ("200", 1000, 200.0), ("0", 10, 0.0)])
+@pytest.mark.parametrize(
+    ("text", "base", "allowed"), [("5%", 1000, 50.0), ("200", 1000, 200.0), ("0", 10, 0.0)]
+)
 def test_tolerance(text: str, base: int, allowed: float) -> None:
     assert Tolerance.parse(text).allowed(base) == allowed
 
@@ -56,9 +82,22 @@ def test_budget_and_baseline(tmp_path: Path) -> None:
     assert judge(fp, budget=total).passed and not judge(fp, budget=total - 1).passed
     saved = tmp_path / "base.json"
     only_ship = _fp(TOOLS[:1])
-    saved.write_text(json.dumps({"totals": {"o200k_base": only_ship.total("o200k_base")},
-                                 "tables": {"tools": [{"tool": "ship", "tokenizer": "o200k_base",
-                                                       "tokens": only_ship.tools[0].tokens["o200k_base"]}]}}))
+    saved.write_text(
+        json.dumps(
+            {
+                "totals": {"o200k_base": only_ship.total("o200k_base")},
+                "tables": {
+                    "tools": [
+                        {
+                            "tool": "ship",
+                            "tokenizer": "o200k_base",
+                            "tokens": only_ship.tools[0].tokens["o200k_base"],
+                        }
+                    ]
+                },
+            }
+        )
+    )
     verdict = judge(fp, baseline=read_baseline(saved))
     assert not verdict.passed and "regression" in verdict.failures[0]
     assert [c["status"] for c in verdict.changes if c["tool"] == "bill"] == ["added"]
@@ -67,8 +106,14 @@ def test_budget_and_baseline(tmp_path: Path) -> None:
     assert "same --tokenizers" in judge(fp, baseline=read_baseline(saved)).failures[0]
 
 
-@pytest.mark.parametrize(("content", "words"), [("[1]", "not a `promcp footprint"), ("{", "is not JSON"),
-                                                 ('{"totals": {"a": "x"}}', "not a `promcp footprint")])
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ("[1]", "not a `promcp footprint"),
+        ("{", "is not JSON"),
+        ('{"totals": {"a": "x"}}', "not a `promcp footprint"),
+    ],
+)
 def test_bad_baselines(tmp_path: Path, content: str, words: str) -> None:
     path = tmp_path / "b.json"
     path.write_text(content)

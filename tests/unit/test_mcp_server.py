@@ -15,6 +15,7 @@ from mcp import Client
 from promcp.analysis.report import report
 from promcp.servers.dataset import MAX_JSON_CHARS, DatasetTools, _bounded, build_server
 from tests.conftest import REPO
+from tests.stubs.ports import free_port
 from tests.unit.test_docs import _clone_run
 
 EXAMPLE = REPO / "examples" / "default-run"
@@ -66,6 +67,11 @@ def test_errors_are_one_line_tool_errors(tmp_path: Path) -> None:
         ("diff", {}, "needs two runs"),
         ("footprint", {"command": ["python", "-m", "promcp.servers.echo"]}, "--allow-spawn"),
         ("report", {"run": "no-such-run"}, "no-such-run"),
+        (
+            "footprint",
+            {"url": f"http://127.0.0.1:{free_port()}/mcp", "timeout_s": 0.5},
+            "did not accept connections",
+        ),
     ]:
         result = _call(tools, name, args)
         assert result.is_error and len(result.content) == 1, (name, result)
@@ -83,7 +89,7 @@ def test_diff_and_whatif_over_two_runs(tmp_path: Path) -> None:
     tools = DatasetTools(dataset)
     diffed = _call(tools, "diff").structured_content
     assert "29991231T000000Z-00c10e" in diffed["summary"] and diffed["tables"]["phases"]
-    assert all(r.get("tokens_change") in (0, None) for r in diffed["tables"]["phases"])  # a copy: no change
+    assert all(r["tokens_change"] == 0 for r in diffed["tables"]["phases"])  # a copy: no change
     whatif = _call(tools, "whatif", {"k": 2}).structured_content
     assert {r["strategy"] for r in whatif["tables"]["summary"]} >= {"full", "slim", "topk"}
 
@@ -94,3 +100,16 @@ def test_bounded_answers() -> None:
     assert len(out["tables"]["big"]) <= 50 and out["truncated"]["big"].endswith("of 400 rows")
     wide = {"tables": {"big": [{"text": "x" * 2000, "i": i} for i in range(40)]}}
     assert len(json.dumps(_bounded(wide))) <= MAX_JSON_CHARS
+
+
+def test_proxy_config_never_wraps_promcp_mcp(tmp_path: Path) -> None:
+    from promcp.proxy.mcp.clients import wrap_config
+
+    servers = {
+        "promcp": {"command": "/venv/bin/promcp", "args": ["mcp", "traces/"]},
+        "promcp-module": {"command": "/venv/bin/python", "args": ["-m", "promcp.cli", "mcp", "traces/"]},
+        "other": {"command": "npx", "args": ["-y", "mcp", "promcp"]},
+    }
+    w = wrap_config({"mcpServers": servers}, "claude-code", out=tmp_path, promcp=["/x/promcp"])
+    assert w.wrapped == ["other"] and set(w.kept) == {"promcp", "promcp-module"}
+    assert w.config["mcpServers"]["promcp"] == servers["promcp"]
