@@ -313,6 +313,11 @@ def _no_self_recording() -> None:
     os.environ["PROMCP_INSTRUMENT"] = "0"
     shims = sys.modules.get("promcp.shims")
     if shims is not None and shims.is_instrumented():
+        from promcp.recorder import current_recorder
+
+        rec = current_recorder()
+        if rec is not None and rec.events == 0:
+            rec.discard()  # an empty run must not be finalized into the dataset (it would be the "latest")
         shims.uninstrument()
 
 

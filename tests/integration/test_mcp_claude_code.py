@@ -146,3 +146,26 @@ def test_claude_code_calls_top_schemas(tmp_path: Path) -> None:
     # read only, and nothing of the session recorded into the dataset
     assert _snapshot(dataset) == before
     assert not (work / "traces").exists()
+
+
+def test_not_recorded_even_under_instrument(tmp_path: Path) -> None:
+    """``promcp mcp`` run under ``python -m promcp.shims.auto`` with ``PROMCP_OUT`` at the dataset it reads: the
+    instrumentation is undone before it serves, so no run (not even an empty one, which would become "the
+    latest") lands in the dataset."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    dataset = tmp_path / "dataset"
+    shutil.copytree(EXAMPLE, dataset)
+    files = sorted(p for p in dataset.rglob("*") if p.is_file())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROMCP_OUT": str(dataset)}
+    argv = ["-m", "promcp.shims.auto", "-m", "promcp.cli", "mcp", str(dataset)]
+
+    async def ask() -> dict[str, Any]:
+        async with Client(StdioServerParameters(command=sys.executable, args=argv, env=env)) as client:
+            result = await client.call_tool("top_schemas", {"limit": 2})
+            return dict(result.structured_content or {})
+
+    data = anyio.run(ask)
+    assert data["runs"] == ["20261124T000728Z-857808"] and len(data["tables"]["top"]) == 2
+    assert sorted(p for p in dataset.rglob("*") if p.is_file()) == files
