@@ -30,10 +30,12 @@ COMMAND_MODULES = (
     "record",
     "collect",
     "export",
+    "footprint",
+    "mcp",
 )
 #: Commands a client starts once per server and waits for: only their own module is imported (the others pull
 #: in pandas and DuckDB, seconds of start-up per server).
-LEAN_COMMANDS = ("proxy",)
+LEAN_COMMANDS = ("proxy", "mcp")
 
 
 def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:

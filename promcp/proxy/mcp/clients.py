@@ -24,7 +24,8 @@ Wrapping a **stdio** server replaces its command by ``promcp proxy mcp --out DIR
 ``http://127.0.0.1:PORT/<same path>``, and the proxy that must listen there is returned as a command
 (:attr:`Wrapped.http_proxies`) for the user or ``promcp record`` to start; headers stay in the client's config,
 so the client keeps sending them (through the proxy, which forwards them and never records them). Servers already
-wrapped are left alone, so wrapping twice changes nothing.
+wrapped are left alone, so wrapping twice changes nothing; so is ``promcp mcp`` (promcp's own server, which must
+not record itself into the dataset it reads).
 """
 
 from __future__ import annotations
@@ -136,12 +137,14 @@ class Wrapped:
 
 
 def _is_wrapped(entry: Mapping[str, Any]) -> bool:
+    """Already a promcp proxy — or ``promcp mcp`` itself, which is never wrapped (docs/mcp.md)."""
     args = [str(a) for a in entry.get("args") or []]
     command = str(entry.get("command") or "")
     words = [command, *args]
-    return any(words[i : i + 2] == ["proxy", "mcp"] for i in range(len(words) - 1)) and any(
-        "promcp" in w for w in words[:3]
-    )
+    promcp = any("promcp" in w for w in words[:3])
+    proxied = any(words[i : i + 2] == ["proxy", "mcp"] for i in range(len(words) - 1))
+    own_server = any(words[i] == "mcp" and "promcp" in words[i - 1] for i in range(1, min(len(words), 4)))
+    return promcp and (proxied or own_server)
 
 
 def _options(out: Path, name: str, tokenizer: str | None, run_id: str | None) -> list[str]:
