@@ -291,7 +291,9 @@ class ScriptedGemini:
                     {
                         "content": {
                             "role": "model",
-                            "parts": [{"text": '{"reasoning": "simple", "model_choice": "flash"}'}],
+                            "parts": [
+                                {"text": '{"complexity_reasoning": "One tool call.", "complexity_score": 10}'}
+                            ],
                         },
                         "finishReason": "STOP",
                         "index": 0,
@@ -305,7 +307,7 @@ class ScriptedGemini:
         self.bodies.append(req.body)
         response = _gemini_function_response(req.body, self.tool)
         if response is not None:
-            text = self.answer + json.dumps(response)[:60]
+            text = self.answer + json.dumps(response)[:120]
             parts: list[dict[str, Any]] = [{"text": text[: len(text) // 2]}, {"text": text[len(text) // 2 :]}]
             step, finish = "answer", "STOP"
         else:
