@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import promcp.analysis as pa
+from promcp.collectors import import_path
 from tests.stubs.llm_http import StubServer
 from tests.stubs.scripted_llm import ScriptedGemini
 
@@ -158,6 +159,19 @@ def test_gemini_cli_end_to_end(tmp_path: Path) -> None:
 
     # every streamed response reached the client byte for byte
     assert [json.loads(a)["response_bytes"] for a in outs["attrs"]] == [len(b) for b in script.sent]
+
+    # the CLI's own session log landed in the real ~/.gemini (through the private home's link) and imports to
+    # the same calls and token figures, without what only the wire shows (schemas, timing split)
+    [log] = list((home / ".gemini" / "tmp").rglob("session-*.jsonl"))
+    imported: list[Any] = []
+    summary = import_path(log, sink=imported.append)
+    assert summary.format == "gemini-cli" and [e.stage.value for e in imported] == task.stage.tolist()
+    got = [(e.tokens_in, e.cache_read_tokens) for e in imported if e.stage.value in ("S1", "S5")]
+    assert got == [(u["promptTokenCount"], u["cachedContentTokenCount"]) for u in script.usage]
+    assert [e.tokens_out for e in imported if e.stage.value in ("S2", "S6")] == outs.tokens_out.tolist()
+    assert [e.tool_call_id for e in imported if e.stage.value == "S3"] != [
+        s2.tool_call_id
+    ]  # the CLI's own id
 
     # the API key went to the upstream and nowhere else
     for path in [*out.rglob("*"), *home.rglob("*")]:
