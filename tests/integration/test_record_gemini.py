@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 import promcp.analysis as pa
 from promcp.collectors import import_path
 from tests.stubs.llm_http import StubServer
+from tests.stubs.ports import free_port, wait_port
 from tests.stubs.scripted_llm import ScriptedGemini
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,3 +179,57 @@ def test_gemini_cli_end_to_end(tmp_path: Path) -> None:
     for path in [*out.rglob("*"), *home.rglob("*")]:
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_gemini_cli_telemetry_through_collect(tmp_path: Path) -> None:
+    """The same session's OTLP telemetry (OTLP/HTTP JSON with chunked request bodies) through ``promcp collect``."""
+    env, home, work = setup(tmp_path)
+    port = free_port()
+    settings = {
+        **SETTINGS,
+        "telemetry": {
+            "enabled": True,
+            "target": "local",
+            "otlpEndpoint": f"http://127.0.0.1:{port}",
+            "otlpProtocol": "http",
+            "logPrompts": True,
+        },
+    }
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    out = tmp_path / "ds"
+    collect = subprocess.Popen(
+        [str(PROMCP), "collect", "--listen", f"127.0.0.1:{port}", "--out", str(out)],
+        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_port(port)
+        script = ScriptedGemini(TOOL, ARGS)
+        with StubServer(script.gemini) as stub:
+            proc = gemini_cli([], {**env, "GOOGLE_GEMINI_BASE_URL": stub.url}, work)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        collect.send_signal(signal.SIGINT)
+        _, err = collect.communicate(timeout=120)
+    assert collect.returncode == 0, err
+    assert "rejected none" in err, err
+
+    df = pa.load(out).sort_values("seq")
+    assert set(df["source"]) == {"otlp:gemini-cli"} and set(df["provider"]) == {"google"}
+    assert df["stage"].tolist() == ["S1", "S2", "S3", "S4", "S5", "S6"]  # the routing side call left out
+    inputs, outputs = df[df["stage"].isin(["S1", "S5"])], df[df["stage"].isin(["S2", "S6"])]
+    for (_, row), out_row, usage in zip(inputs.iterrows(), outputs.itertuples(), script.usage, strict=True):
+        assert row["tokens_in"] == usage["promptTokenCount"] and row["token_source"] == "provider"
+        assert row["cache_read_tokens"] == usage["cachedContentTokenCount"]
+        assert out_row.tokens_out == usage["candidatesTokenCount"] + usage["thoughtsTokenCount"]
+        assert out_row.reasoning_tokens == usage["thoughtsTokenCount"]
+        assert out_row.timing_quality == "exact"
+    s3, s4 = df[df["stage"] == "S3"].iloc[0], df[df["stage"] == "S4"].iloc[0]
+    assert (s3["server"], s3["tool"], s4["status"], s4["timing_quality"]) == (
+        "everything",
+        "echo",
+        "ok",
+        "exact",
+    )
+    assert json.loads(s3["req_preview"]) == ARGS
