@@ -12,7 +12,7 @@ a system settings (or defaults) file unless that file and every folder above it 
 no one else — an ordinary user cannot make such a file. ``GEMINI_CLI_HOME`` is honoured as is, so promcp makes a
 private folder whose ``.gemini`` holds the user's settings with the servers wrapped and a symbolic link to every
 other entry of the real ``~/.gemini`` (credentials, ``tmp/`` with the session logs ``promcp import`` reads, history,
-trusted folders, extensions, memory): the session sees the user's own files and writes its logs where it always
+trusted folders, extensions, memory; and the home folder's ``.env``): the session sees the user's own files and writes its logs where it always
 does. The real ``~/.gemini/tmp`` is created first when missing, so even a first session's logs land there.
 
 What cannot be wrapped without editing a file: a server that a trusted workspace's or the system settings define
@@ -129,6 +129,9 @@ class GeminiSettings:
         for entry in real.iterdir():
             if entry.name != "settings.json":
                 (mine / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+        home_env = real.parent / ".env"  # the CLI's last place to look for a .env file: the home folder's
+        if home_env.is_file():
+            (folder / ".env").symlink_to(home_env)
         doc = {**self.user, "mcpServers": dict(wrapped)}
         fd = os.open(mine / "settings.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

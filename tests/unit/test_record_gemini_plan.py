@@ -33,6 +33,7 @@ def _setup(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
     )
     _write(home / ".gemini" / "settings.json", user)
     _write(home / ".gemini" / "oauth_creds.json", {"token": "t"})
+    _write(home / ".env", "GEMINI_API_KEY=from-the-env-file\n")
     _write(work / ".gemini" / "settings.json", {"mcpServers": {"both": {"command": "workspace-version"}}})
     system = tmp_path / "etc" / "settings.json"
     _write(system, {"mcpServers": {"admin": {"command": "admin-server"}}})
