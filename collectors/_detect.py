@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from promcp.collectors import gemini_cli
 from promcp.errors import ImportFormatError
 
 #: Supported formats → (default tokenizer, provider column).
@@ -12,11 +13,12 @@ FORMATS: dict[str, tuple[str, str]] = {
     "chatgpt": ("o200k_base", "openai"),
     "claude-code": ("approx:claude", "anthropic"),
     "otlp": ("approx:claude", "anthropic"),
+    "gemini-cli": ("o200k_base", "google"),
 }
 
 
 def detect_format(path: Path) -> str:
-    """``claude-ai``, ``chatgpt``, ``claude-code`` or ``otlp``; ImportFormatError (naming the file) when nothing fits."""
+    """``claude-ai``, ``chatgpt``, ``claude-code``, ``gemini-cli`` or ``otlp``; ImportFormatError (naming the file) when nothing fits."""
     if path.is_dir():
         if any(path.rglob("*.jsonl")):
             return "claude-code"
@@ -35,6 +37,8 @@ def detect_format(path: Path) -> str:
         return "chatgpt"
     if '"resourceLogs"' in text or '"resourceSpans"' in text or '"resourceMetrics"' in text:
         return "otlp"
+    if gemini_cli.looks_like(text):
+        return "gemini-cli"
     if '"sessionId"' in text or '"parentUuid"' in text:
         return "claude-code"
     raise ImportFormatError(

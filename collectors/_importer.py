@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from promcp import tokenizers
-from promcp.collectors import chatgpt, claude_ai, claude_code
+from promcp.collectors import chatgpt, claude_ai, claude_code, gemini_cli
 from promcp.collectors._build import Builder
 from promcp.collectors._detect import FORMATS, detect_format
 from promcp.collectors._model import Conversation
@@ -105,6 +105,9 @@ def _file_conversations(
         if fmt == "otlp":
             yield from _otlp_conversations(reader, problems, progress, done, on_spans)
             return
+        if fmt == "gemini-cli":  # collectors/gemini_cli.py
+            yield from _counted(gemini_cli.parse_file(reader, problems, file), progress, done)
+            return
         if fmt == "claude-code":
             conv = claude_code.parse_session(iter_jsonl(reader, problems), problems, file)
             done[1] += 1
@@ -127,6 +130,16 @@ def _file_conversations(
             if progress:
                 progress(done[0], done[1])
     done[0] = max(done[0], base)
+
+
+def _counted(
+    convs: Iterator[Conversation], progress: Progress | None, done: list[int]
+) -> Iterator[Conversation]:
+    for conv in convs:
+        done[1] += 1
+        if progress:
+            progress(done[0], done[1])
+        yield conv
 
 
 def parse_guarded(

@@ -17,6 +17,9 @@ Mapped today: **Claude Code's telemetry** (log events, ``CLAUDE_CODE_ENABLE_TELE
                              (``mcp_server_name`` / ``mcp_tool_name``) when the generic ``mcp_tool`` is sent
 ========================== ==============================================================================
 
+**The Gemini CLI's telemetry** (``gemini_cli.*`` log events) is mapped by :mod:`promcp.collectors.otlp_gemini`,
+which :class:`ClaudeCodeSessions` hands those records to.
+
 Everything else (``tool_decision``, ``assistant_response``, ``plugin_loaded``…) is counted and left out; metrics
 are accepted and not added (``claude_code.token.usage`` counts the same tokens as ``api_request``). Prompts,
 responses and tool inputs are redacted by Claude Code unless the user enables them; the token counts are the
@@ -34,6 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from promcp.collectors._model import Call, Conversation, Span, Task, ToolUse
+from promcp.collectors.otlp_gemini import PREFIX as GEMINI_PREFIX
+from promcp.collectors.otlp_gemini import GeminiCliSessions
 from promcp.errors import ImportFormatError
 from promcp.events import TimingQuality, TokenSource
 from promcp.wire import Usage
@@ -241,10 +246,13 @@ class ClaudeCodeSessions:
         self.max_open = max_open
         self.open: dict[tuple[str, str], _Prompt] = {}  # (session, prompt id) → records so far
         self.counts: dict[str, int] = {}  # event name → records seen
+        self.gemini = GeminiCliSessions(max_open=max_open)  # gemini_cli.* records (collectors/otlp_gemini.py)
 
     def add(self, rec: LogRecord, now_ns: int | None = None) -> list[Conversation]:
         """Take one record (arrived at ``now_ns``, default now); return the conversations it finished."""
         self.counts[rec.name] = self.counts.get(rec.name, 0) + 1
+        if rec.name.startswith(GEMINI_PREFIX):
+            return self.gemini.add(rec, now_ns)
         session = str(rec.attrs.get("session.id") or "session")
         prompt_id = rec.attrs.get("prompt.id")
         done: list[Conversation] = []
@@ -275,10 +283,10 @@ class ClaudeCodeSessions:
     def idle(self, now_ns: int, idle_s: float) -> list[Conversation]:
         """Finish the prompts that received nothing for ``idle_s``."""
         quiet = [k for k, p in self.open.items() if now_ns - p.last_ns > idle_s * 1e9]
-        return [self._finish(k) for k in quiet]
+        return [self._finish(k) for k in quiet] + self.gemini.idle(now_ns, idle_s)
 
     def flush(self) -> list[Conversation]:
-        return [self._finish(k) for k in list(self.open)]
+        return [self._finish(k) for k in list(self.open)] + self.gemini.flush()
 
     def _call(self, prompt: _Prompt, rec: LogRecord) -> None:
         a = rec.attrs

@@ -37,6 +37,8 @@ __all__ = ["OtlpRuns", "run_key"]
 
 SPANS_SOURCE: Final = "otlp:spans"
 LOGS_SOURCE: Final = "otlp:claude-code"
+#: the Gemini CLI's telemetry (collectors/otlp_gemini.py): its own source, provider and tokenizer
+GEMINI_LOGS: Final = ("otlp:gemini-cli", "google", "o200k_base", "gemini-cli telemetry")
 _SLUG = re.compile(r"[^A-Za-z0-9_.]+")
 
 
@@ -246,7 +248,7 @@ class OtlpRuns:
         return written
 
     def conversations(self, conversations: Iterable[Any]) -> tuple[int, int]:
-        """Claude Code conversations (one per finished prompt) into their sender's run of the day (the sender's
+        """Claude Code and Gemini CLI conversations (one per finished prompt) into their sender's run of the day (the sender's
         resource is in the task's ``attrs["resource"]``): (events, tasks)."""
         from promcp import tokenizers
         from promcp.collectors._build import Builder
@@ -254,16 +256,21 @@ class OtlpRuns:
         events = tasks = 0
         for conv in conversations:
             resource = (conv.tasks[0].attrs.get("resource") if conv.tasks else None) or {}
+            source, provider, tokenizer, mapping = (
+                GEMINI_LOGS
+                if resource.get("service.name") == "gemini-cli"
+                else (LOGS_SOURCE, "anthropic", "approx:claude", "claude-code telemetry")
+            )
             run = self._open(
                 run_key("logs", resource, conv.created),
                 topology=Topology.C_OTS.value,
-                source=LOGS_SOURCE,
+                source=source,
                 keys="task_id",
-                meta={"collector": "promcp collect", "mapping": "claude-code telemetry", **_sender(resource)},
+                meta={"collector": "promcp collect", "mapping": mapping, **_sender(resource)},
             )
             if run.builder is None:
                 run.builder = Builder(
-                    tokenizers.get("approx:claude"), provider="anthropic", put_text=run.recorder.put_text
+                    tokenizers.get(tokenizer), provider=provider, put_text=run.recorder.put_text
                 )
             built = list(run.builder.events(conv))
             if built and built[0].task_id in run.seen:

@@ -276,12 +276,53 @@ def _grpc_server(collector: Collector, host: str, port: int) -> tuple[Any, int]:
     return server, bound
 
 
+def read_chunked(rfile: Any, limit: int) -> bytes:
+    """A ``Transfer-Encoding: chunked`` request body, de-chunked, read up to ``limit`` bytes; ValueError saying why
+    for a body over it or a broken one (a size line that is not hexadecimal, the stream ending early)."""
+    body = bytearray()
+    while True:
+        line = rfile.readline(1024)
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise ValueError("a chunked body with a malformed chunk size line") from None
+        if size == 0:
+            while rfile.readline(1024) not in (b"\r\n", b"\n", b""):  # trailers, then the blank line
+                pass
+            return bytes(body)
+        if len(body) + size > limit:
+            raise ValueError(f"the body is over {limit} bytes")
+        chunk = rfile.read(size)
+        if len(chunk) < size:
+            raise ValueError("a chunked body that ends before its last chunk")
+        body += chunk
+        rfile.readline(1024)
+
+
 def _handler(collector: Collector) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "promcp-collect"
 
         def do_POST(self) -> None:
+            if (
+                "chunked" in (self.headers.get("transfer-encoding") or "").lower()
+            ):  # the Gemini CLI's exporter
+                try:
+                    body = read_chunked(self.rfile, collector.max_body)
+                except ValueError as exc:
+                    status = 413 if "over" in str(exc) else 400
+                    self._answer(*collector._reject(status, str(exc)), close=True)
+                    return
+                self._answer(
+                    *collector.accept(
+                        self.path,
+                        body,
+                        self.headers.get("content-type") or "",
+                        self.headers.get("content-encoding") or "",
+                    )
+                )
+                return
             try:
                 length = int(self.headers.get("content-length") or "")
             except ValueError:

@@ -1,11 +1,13 @@
-"""One Claude Code session seen two ways: ``promcp record`` (proxies on its LLM API and MCP server) and ``promcp
-import`` of the session log Claude Code itself wrote — the table in docs/record.md.
+"""One Claude Code (or Gemini CLI) session seen two ways: ``promcp record`` (proxies on its LLM API and MCP server)
+and ``promcp import`` of the session log the client itself wrote — the tables in docs/record.md.
 
 Runs offline: the real Claude Code CLI (node_modules) against the scripted loopback Anthropic upstream of the
 tests (ToolSearch → the memory server's create_entities → answer), with the real memory MCP server configured in
-a throw-away ``~/.claude.json``. Prints a Markdown table.
+a throw-away ``~/.claude.json``; with ``gemini``, the real Gemini CLI against the scripted Gemini upstream
+(server-everything's echo → answer), the server in a throw-away ``~/.gemini/settings.json``. Prints a Markdown
+table.
 
-    .venv/bin/python tools/record_vs_import.py
+    .venv/bin/python tools/record_vs_import.py [claude|gemini]
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pandas as pd  # noqa: E402
 
 import promcp.analysis as pa  # noqa: E402
 from tests.stubs.llm_http import StubServer  # noqa: E402
-from tests.stubs.scripted_llm import Scripted  # noqa: E402
+from tests.stubs.scripted_llm import Scripted, ScriptedGemini  # noqa: E402
 
 CLAUDE = ROOT / "node_modules" / ".bin" / "claude"
 MEMORY = ROOT / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
@@ -80,7 +82,67 @@ def run(tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pa.load(tmp / "record"), pa.load(tmp / "import")
 
 
+GEMINI = ROOT / "node_modules" / ".bin" / "gemini"
+EVERYTHING = ROOT / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+
+
+def run_gemini(tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    home, work = tmp / "home", tmp / "work"
+    (home / ".gemini").mkdir(parents=True)
+    work.mkdir()
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "mcpServers": {"everything": {"command": "node", "args": [str(EVERYTHING)]}},
+    }
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    env = {
+        "PATH": f"{GEMINI.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(home),
+        "GEMINI_API_KEY": "dummy",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+    script = ScriptedGemini("mcp_everything_echo", {"message": "promcp records every stage"})
+    with StubServer(script.gemini) as stub:
+        subprocess.run(
+            [
+                *(
+                    str(PROMCP),
+                    "record",
+                    "--out",
+                    str(tmp / "record"),
+                    "--upstream",
+                    stub.url,
+                    "--no-summary",
+                ),
+                *(
+                    "--",
+                    "gemini",
+                    "-p",
+                    "Echo: promcp records every stage",
+                    "--approval-mode",
+                    "yolo",
+                    "-o",
+                    "json",
+                ),
+            ],
+            env=env,
+            cwd=work,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    [log] = (home / ".gemini" / "tmp").rglob("session-*.jsonl")
+    subprocess.run(
+        [str(PROMCP), "import", str(log), "--out", str(tmp / "import")], check=True, stdout=subprocess.DEVNULL
+    )
+    return pa.load(tmp / "record"), pa.load(tmp / "import")
+
+
 def facts(df: pd.DataFrame) -> dict[str, Any]:
+    side = df[df.task_id.isna() & df.stage.isin(["S1", "S6"])]
+    df = df[df.task_id.notna() | (df.stage == "INIT")]
     calls = df[df.stage.isin(["S1", "S5"])]
     outs = df[df.stage.isin(["S2", "S6"])]
     tools = df[df.stage.isin(["S3", "S4"])]
@@ -108,6 +170,7 @@ def facts(df: pd.DataFrame) -> dict[str, Any]:
         if len(init)
         else "—",
         "deferred tools seen": _deferred(calls),
+        "side calls (model routing…), outside the task": f"{len(side) // 2}",
     }
 
 
@@ -123,10 +186,12 @@ def _deferred(calls: pd.DataFrame) -> str:
 
 
 def main() -> None:
+    gemini = sys.argv[1:] == ["gemini"]
     with tempfile.TemporaryDirectory(prefix="promcp-rvi-") as tmp:
-        record, imported = run(Path(tmp))
+        record, imported = (run_gemini if gemini else run)(Path(tmp))
         a, b = facts(record), facts(imported)
-    print("| one Claude Code session | `promcp record` | `promcp import` (its session log) |")
+    who = "Gemini CLI" if gemini else "Claude Code"
+    print(f"| one {who} session | `promcp record` | `promcp import` (its session log) |")
     print("|---|---|---|")
     for key in a:
         print(f"| {key} | {a[key]} | {b[key]} |")

@@ -20,7 +20,7 @@ from pathlib import Path
 from promcp.cli._common import add_content_options
 from promcp.errors import ConfigError
 
-_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode")
+_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "gemini")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

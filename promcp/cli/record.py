@@ -23,7 +23,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Start a recording LLM-API proxy, wrap the client's MCP servers with 'promcp proxy mcp', run "
         "the client with the terminal attached and its base-URL variable pointing at the proxy, then merge "
         "everything into one run (topology c-ots) and print the phase summary. Claude Code's MCP servers are "
-        "wrapped through a generated --mcp-config (nothing on disk is edited). See docs/record.md.",
+        "wrapped through a generated --mcp-config, the Gemini CLI's through the settings of a private "
+        "GEMINI_CLI_HOME "
+        "(nothing on disk is edited). See docs/record.md.",
     )
     add_recording_options(p)
     p.add_argument(
@@ -33,8 +35,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--api",
-        choices=["anthropic", "openai"],
-        help="which API family the client speaks (default: anthropic for Claude Code, else both)",
+        choices=["anthropic", "openai", "gemini"],
+        help="which API family the client speaks (default: anthropic for Claude Code, gemini for the Gemini CLI, "
+        "else anthropic and openai)",
     )
     p.add_argument(
         "--no-mcp", action="store_true", help="do not wrap the client's MCP servers (LLM API only)"

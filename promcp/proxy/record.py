@@ -2,14 +2,16 @@
 one run (docs/record.md).
 
 1. An LLM proxy (:class:`promcp.proxy.llm.LLMProxy`) starts on a free loopback port for each API family the client
-   may use (Claude Code: Anthropic; any other command: Anthropic and OpenAI), forwarding to ``--upstream`` or to the
+   may use (Claude Code: Anthropic; the Gemini CLI: the Gemini API; any other command: Anthropic and OpenAI), forwarding to ``--upstream`` or to the
    URL the client would have used (its base-URL variable if set, else the public API).
 2. The client's MCP servers are wrapped by ``promcp proxy mcp`` (promcp/proxy/mcp/clients.py). For Claude Code,
    the servers of its own configuration — user and local scope in ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR``),
    approved project servers of ``.mcp.json``, or the files given with ``--mcp-config`` — go into a generated file
    passed with ``--mcp-config FILE --strict-mcp-config``: nothing on disk is edited. A stdio server's command
    becomes ``promcp proxy mcp … -- COMMAND``; an HTTP server (``url``) gets an HTTP MCP proxy
-   (:class:`promcp.proxy.mcp.http.McpHttpProxy`) started here, on a free loopback port, writing the same run. Other clients' servers are
+   (:class:`promcp.proxy.mcp.http.McpHttpProxy`) started here, on a free loopback port, writing the same run. For
+   the Gemini CLI, the servers of its user settings go wrapped into the settings of a private ``GEMINI_CLI_HOME``
+   that links everything else to the real ``~/.gemini`` (:mod:`promcp.proxy.gemini_cli`). Other clients' servers are
    wrapped once with ``promcp proxy config --write`` (their proxies find this run through ``PROMCP_OUT`` /
    ``PROMCP_RUN_ID``, which the client passes on to the servers it starts).
 3. The client runs with the terminal attached and the base-URL variables pointing at the proxies. Ctrl-C reaches
@@ -35,6 +37,7 @@ from typing import Any
 
 from promcp.errors import ConfigError
 from promcp.proxy._group import ENV_OUT, ENV_RUN_ID
+from promcp.proxy.gemini_cli import gemini_settings, is_gemini
 from promcp.proxy.llm import DEFAULT_UPSTREAMS, LLMProxy
 from promcp.proxy.mcp.clients import CLIENTS, Wrapped, load_config, wrap_servers
 from promcp.proxy.mcp.http import McpHttpProxy
@@ -52,7 +55,11 @@ __all__ = [
     "record",
 ]
 
-BASE_URL_VARS = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+BASE_URL_VARS = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+    "gemini": "GOOGLE_GEMINI_BASE_URL",
+}
 _CLAUDE = frozenset({"claude", "claude-code"})
 #: how long to wait for the MCP proxies to finish their parts once the client has exited
 PARTS_WAIT_S = 15.0
@@ -179,6 +186,8 @@ def plan_launch(
     for family, url in base_urls.items():
         env[BASE_URL_VARS[family]] = url
     launch = ClientLaunch(list(opts.command), env)
+    if opts.wrap_mcp and is_gemini(opts.command):
+        return _plan_gemini(launch, opts, cwd, config_file, start_http)
     if not (opts.wrap_mcp and is_claude_code(opts.command)):
         return launch
     rest, given, strict = _given_mcp_configs(launch.argv[1:])
@@ -187,9 +196,29 @@ def plan_launch(
         servers.update(_servers_of(config, cwd))
     if not strict:
         servers = {**claude_code_servers(env, cwd), **servers}
+    servers = _wrap(launch, servers, "claude-code", opts, start_http)
+    config_file.write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
+    launch.argv = [launch.argv[0], "--mcp-config", str(config_file), "--strict-mcp-config", *rest]
+    return launch
+
+
+def _wrap(
+    launch: ClientLaunch,
+    servers: Mapping[str, Any],
+    client: str,
+    opts: RecordOptions,
+    start_http: Callable[[str, str], McpHttpProxy] | None,
+) -> dict[str, Any]:
+    """``servers`` wrapped for ``client`` (HTTP ones through proxies ``start_http`` starts); the names go into
+    ``launch.wrapped`` / ``launch.unwrapped``."""
+    rec = opts.recorder
     http_ok = start_http is not None
-    to_wrap = {k: v for k, v in servers.items() if http_ok or not (isinstance(v, Mapping) and v.get("url"))}
-    launch.unwrapped = [f"{k} (an HTTP server: no proxy started)" for k in servers if k not in to_wrap]
+
+    def is_http(entry: Any) -> bool:
+        return isinstance(entry, Mapping) and bool(entry.get("url") or entry.get("httpUrl"))
+
+    to_wrap = {k: v for k, v in servers.items() if http_ok or not is_http(v)}
+    launch.unwrapped += [f"{k} (an HTTP server: no proxy started)" for k in servers if k not in to_wrap]
 
     def listen(name: str, url: str) -> str:
         assert start_http is not None
@@ -200,7 +229,7 @@ def plan_launch(
     done = Wrapped({})
     wrapped, _ = wrap_servers(
         to_wrap,
-        CLIENTS["claude-code"],
+        CLIENTS[client],
         out=rec.out,
         tokenizer=opts.footprint_tokenizer,
         run_id=rec.run_id,
@@ -209,21 +238,52 @@ def plan_launch(
     )
     launch.wrapped = list(done.wrapped)
     launch.unwrapped += [f"{k} (neither a command nor a URL)" for k in done.kept]
-    servers = {**servers, **wrapped}
-    config_file.write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
-    launch.argv = [launch.argv[0], "--mcp-config", str(config_file), "--strict-mcp-config", *rest]
+    return {**servers, **wrapped}
+
+
+def _plan_gemini(
+    launch: ClientLaunch,
+    opts: RecordOptions,
+    cwd: Path,
+    config_file: Path,
+    start_http: Callable[[str, str], McpHttpProxy] | None,
+) -> ClientLaunch:
+    """The Gemini CLI: its servers wrapped in the settings of a private home (promcp/proxy/gemini_cli.py)."""
+    settings = gemini_settings(launch.env, cwd)
+    servers = _wrap(launch, settings.servers, "gemini", opts, start_http)
+    launch.unwrapped += [
+        f"{name} (defined in {path}, which comes after the user's settings: not edited)"
+        for name, path in settings.fixed.items()
+    ]
+    home = config_file.with_name("gemini-home")
+    try:
+        launch.env.update(settings.private_home(home, servers))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot prepare the Gemini CLI's session folder: {exc.strerror or exc}", source=home
+        ) from None
     return launch
+
+
+def _families(command: Sequence[str]) -> list[str]:
+    if is_claude_code(command):
+        return ["anthropic"]
+    if is_gemini(list(command)):
+        return ["gemini"]
+    return ["anthropic", "openai"]
 
 
 def _upstreams(opts: RecordOptions) -> dict[str, str]:
     """API family → the URL its proxy forwards to."""
     env = os.environ if opts.environ is None else opts.environ
-    families = ["anthropic"] if is_claude_code(opts.command) else ["anthropic", "openai"]
+    families = _families(opts.command)
     if opts.api is not None:
         families = [opts.api]
     if opts.upstream is not None:
         if len(families) > 1:
-            raise ConfigError("--upstream needs --api anthropic|openai for a client that is not Claude Code")
+            raise ConfigError(
+                "--upstream needs --api anthropic|openai|gemini for a client that is not Claude Code or Gemini CLI"
+            )
         return {families[0]: opts.upstream}
     return {f: env.get(BASE_URL_VARS[f]) or DEFAULT_UPSTREAMS[f] for f in families}
 
@@ -323,6 +383,8 @@ def record(opts: RecordOptions) -> RecordResult:
         base_urls = {family: proxy.url for family, proxy in zip(upstreams, proxies, strict=True)}
         try:
             launch = plan_launch(opts, base_urls, Path(tmp) / "mcp-config.json", start_http=start_http)
+            for proxy in proxies:  # Gemini tool names mcp_<server>_<tool> are split on the known servers
+                proxy.recording.mcp_servers = tuple(launch.wrapped)
             code = _run_client(launch.argv, launch.env, opts.cwd)
         finally:
             for http in http_started:  # ends their sessions and closes their part of the run

@@ -7,8 +7,8 @@ next request, which carries the result (``attrs.derived``; the S4 ends when that
 S3 / S4 carry the server, the tool, the arguments' digest (``attrs.args_digest`` on either, or the S3's whole
 arguments preview) and exact timing, but no task and no tool-call id. :func:`link_tool_calls` joins them:
 
-* a ``tools/call`` S3 without a task is matched to a call of the same tool — the name itself, or Claude Code's
-  ``mcp__<server>__<tool>`` — that the model asked for before it started (``CLOCK_SLACK_MS`` of clock slack between
+* a ``tools/call`` S3 without a task is matched to a call of the same tool — the name itself, Claude Code's
+  ``mcp__<server>__<tool>`` or the Gemini CLI's ``mcp_<server>_<tool>`` — that the model asked for before it started (``CLOCK_SLACK_MS`` of clock slack between
   processes) and whose result was not yet sent back to the model (the derived S4's end; ``MAX_WAIT_MS`` when there
   is none);
 * among candidates, equal arguments win (``attrs.join.quality = "arguments"``), else the earliest call of that
@@ -30,6 +30,7 @@ from typing import Any
 
 from promcp.events import Event, Stage
 from promcp.wire import arguments_digest
+from promcp.wire.gemini import tool_name as gemini_tool_name
 
 __all__ = ["CLOCK_SLACK_MS", "MAX_WAIT_MS", "link_tool_calls", "mcp_tool_of", "tool_calls_attr"]
 
@@ -67,6 +68,8 @@ def _names_match(name: str, server: str | None, tool: str | None) -> bool:
     if not tool:
         return False
     if name == tool:
+        return True
+    if server is not None and name == gemini_tool_name(server, tool):  # the Gemini CLI's mcp_<server>_<tool>
         return True
     mcp = mcp_tool_of(name)
     return mcp is not None and server is not None and mcp == (_NOT_NAME.sub("_", server), tool)

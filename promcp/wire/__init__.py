@@ -11,6 +11,7 @@ a stream folded, by one implementation per provider:
 ``openai-responses``   :mod:`promcp.wire.openai_responses`  the Responses API
 ``anthropic``          :mod:`promcp.wire.anthropic`  the Messages API
 ``ollama``             :mod:`promcp.wire.ollama`     ``/api/chat``
+``gemini``             :mod:`promcp.wire.gemini`     ``generateContent`` / ``streamGenerateContent``
 =====================  ===========================  ====================================================
 
 Each module has ``parse_request(body) -> ChatRequest`` (pieces by origin, in the provider's prompt order),
@@ -26,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, get_args
 
-from promcp.wire import anthropic, mcp, ollama, openai, openai_responses
+from promcp.wire import anthropic, gemini, mcp, ollama, openai, openai_responses
 from promcp.wire._common import (
     arguments_are_valid_json,
     arguments_digest,
@@ -66,7 +67,7 @@ __all__ = [
     "text_of",
 ]
 
-API = Literal["openai", "openai-responses", "anthropic", "ollama"]
+API = Literal["openai", "openai-responses", "anthropic", "ollama", "gemini"]
 APIS: tuple[str, ...] = get_args(API)
 
 
@@ -83,18 +84,21 @@ _REQUEST: dict[str, Callable[[Mapping[str, Any]], ChatRequest]] = {
     "openai-responses": openai_responses.parse_request,
     "anthropic": anthropic.parse_request,
     "ollama": ollama.parse_request,
+    "gemini": gemini.parse_request,
 }
 _RESPONSE: dict[str, Callable[[Any], Output]] = {
     "openai": openai.parse_response,
     "openai-responses": openai_responses.parse_response,
     "anthropic": anthropic.parse_response,
     "ollama": ollama.parse_response,
+    "gemini": gemini.parse_response,
 }
 _STREAM: dict[str, Callable[[], Accumulator]] = {
     "openai": openai.ChatStream,
     "openai-responses": openai_responses.ResponseStream,
     "anthropic": anthropic.MessageStream,
     "ollama": ollama.ChatStream,
+    "gemini": gemini.GenerateStream,
 }
 
 

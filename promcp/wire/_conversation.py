@@ -1,8 +1,8 @@
 """A request's conversation as a sequence of block digests: what tells an observer of raw traffic (the LLM proxy)
 which earlier request a new one continues.
 
-Each message of the conversation is cut into blocks (Anthropic content blocks; one block per OpenAI / Ollama
-message or Responses input item), and each block becomes a short digest of its role and canonical JSON, with
+Each message of the conversation is cut into blocks (Anthropic content blocks and Gemini parts; one block per
+OpenAI / Ollama message or Responses input item), and each block becomes a short digest of its role and canonical JSON, with
 ``cache_control`` marks dropped (clients move them from turn to turn). System messages and the system prompt are
 left out: clients rewrite them between calls (Claude Code updates its list of deferred tools). A request continues
 another when the other's blocks are a subsequence of its own — not necessarily a prefix: Claude Code merges
@@ -32,6 +32,11 @@ def _digest(role: Any, block: Any) -> str:
 def conversation_blocks(api: str, body: Mapping[str, Any]) -> list[str]:
     """The digests of the conversation blocks of a request ``body`` of ``api`` (see the module docstring)."""
     out: list[str] = []
+    if api == "gemini":  # one block per part: the CLI sends a turn's texts as one content or several
+        for content in body.get("contents") or ():
+            role = get(content, "role", "user")
+            out.extend(_digest(role, _gemini_part(part)) for part in get(content, "parts") or ())
+        return out
     if api == "openai-responses":
         items = body.get("input")
         if isinstance(items, str):
@@ -52,6 +57,18 @@ def conversation_blocks(api: str, body: Mapping[str, Any]) -> list[str]:
         else:
             out.append(_digest(role, msg))
     return out
+
+
+def _gemini_part(part: Any) -> Any:
+    """A Gemini part as compared: a call's client-made ``id`` and its ``thoughtSignature`` left out (the CLI adds
+    the first to the model's call when it puts it into the history)."""
+    if not isinstance(part, Mapping):
+        return part
+    part = {k: v for k, v in part.items() if k != "thoughtSignature"}
+    call = part.get("functionCall")
+    if isinstance(call, Mapping):
+        part["functionCall"] = {k: v for k, v in call.items() if k != "id"}
+    return part
 
 
 def is_subsequence(earlier: Sequence[str], later: Sequence[str]) -> bool:

@@ -1,5 +1,5 @@
 """What an LLM API's error response says: the error type promcp records for an HTTP status, and the provider's own
-message from an error body (the OpenAI, Anthropic and Ollama shapes). Used by the host's network backends and by
+message from an error body (the OpenAI, Anthropic, Ollama and Gemini shapes). Used by the host's network backends and by
 the LLM proxy."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def error_message(body: bytes) -> str:
     if isinstance(doc, dict):
         err = doc.get("error")
         if isinstance(err, dict):
-            kind = err.get("type") or err.get("code")
+            kind = err.get("type") or err.get("status") or err.get("code")
             msg = err.get("message") or json.dumps(err)[:300]
             return f"{kind}: {msg}" if kind else str(msg)
         if isinstance(err, str):

@@ -35,6 +35,10 @@ class ChatRequest:
     of the prompt) and their names in ``deferred_tools``; once referenced (``tool_reference`` blocks, ``loaded``),
     the definition is a schema piece like any other. ``tool_search`` names the tools that search the deferred ones.
     ``failed_results`` lists the tool-call ids whose result the client marked as an error (Anthropic ``is_error``).
+    ``result_names`` maps a tool result's key to the name of the function it answers, where the wire format says
+    (Gemini ``functionResponse.name``: a call the model sent without an id is matched to its result by name).
+    ``side_call`` names a helper call the client makes beside the task (``json_mode``: structured output asked
+    for without tools, as the Gemini CLI's model routing and checks do): recorded, but not a round of a task.
     """
 
     model: str | None = None
@@ -47,6 +51,8 @@ class ChatRequest:
     loaded: list[str] = field(default_factory=list)
     tool_search: list[str] = field(default_factory=list)
     failed_results: list[str] = field(default_factory=list)
+    result_names: dict[str, str] = field(default_factory=dict)
+    side_call: str | None = None
 
 
 @dataclass(frozen=True)

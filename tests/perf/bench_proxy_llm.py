@@ -2,8 +2,8 @@
 client talking to the upstream directly — all in one run, interleaved (the machine is shared and noisy).
 
 The upstream is a minimal asyncio HTTP/1.1 server on loopback (keep-alive, ~0 service time) answering either a
-1.1 KB JSON Messages response or a 13-event SSE stream (each event its own chunk, as an API streams them), so the
-proxy's own cost is not hidden behind a model. The client is a blocking socket with keep-alive and TCP_NODELAY
+1.1 KB JSON Messages response, a 13-event Anthropic SSE stream or a 13-chunk Gemini ``streamGenerateContent`` SSE
+stream (each event its own chunk, as an API streams them), so the proxy's own cost is not hidden behind a model. The client is a blocking socket with keep-alive and TCP_NODELAY
 (the least client overhead). Modes, in a rotating order per round:
 
 * ``direct``      — client → upstream;
@@ -59,6 +59,37 @@ REQUEST = json.dumps(
         "messages": [{"role": "user", "content": "What time is it in Tokyo?"}],
     }
 ).encode()
+GEMINI_PATH = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+GEMINI_REQUEST = json.dumps(
+    {
+        "systemInstruction": {"parts": [{"text": "You are a helpful assistant. " * 20}]},
+        "contents": [{"role": "user", "parts": [{"text": "What time is it in Tokyo?"}]}],
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": "get_time",
+                        "description": "Time in a city.",
+                        "parametersJsonSchema": {"type": "object"},
+                    }
+                ]
+            }
+        ],
+    }
+).encode()
+
+
+def _gemini_chunk(text: str, last: bool) -> bytes:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": text}]}, "index": 0}
+    usage: dict[str, Any] = {"promptTokenCount": 180}
+    if last:
+        candidate["finishReason"] = "STOP"
+        usage.update(candidatesTokenCount=60, thoughtsTokenCount=12, totalTokenCount=252)
+    chunk = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "gemini-2.5-flash"}
+    return sse([(None, chunk)])
+
+
+GEMINI_EVENTS = [_gemini_chunk("It is 7 pm in Tokyo. ", i == 12) for i in range(13)]
 
 
 def _chunk(data: bytes) -> bytes:
@@ -78,11 +109,12 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dr
                     length = int(line.split(b":")[1])
             if length:
                 await reader.readexactly(length)
-            if target.startswith(b"/stream") or target.startswith(b"/drip"):
+            if target.startswith((b"/stream", b"/drip")) or b"streamGenerateContent" in target:
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
                 )
-                for i, event in enumerate(STREAM_EVENTS):
+                events = GEMINI_EVENTS if b"streamGenerateContent" in target else STREAM_EVENTS
+                for i, event in enumerate(events):
                     if drip_s and i and target.startswith(b"/drip"):
                         await asyncio.sleep(drip_s)
                         DRIP_SENT.append(time.perf_counter())
@@ -127,14 +159,14 @@ class Client:
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def request(self, path: str) -> tuple[float, float, float | None]:
+    def request(self, path: str, body: bytes = REQUEST) -> tuple[float, float, float | None]:
         """(µs to the first byte, µs to the end, perf_counter of the first body chunk)."""
         data = (
             b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-api-key: k\r\ncontent-length: %d\r\n\r\n%s"
             % (
                 path.encode(),
-                len(REQUEST),
-                REQUEST,
+                len(body),
+                body,
             )
         )
         t0 = time.perf_counter_ns()
@@ -179,12 +211,16 @@ def end_to_end(rounds: int, upstream: int) -> list[tuple[str, str, float, float,
             "recording": Client(recording.http.port),
         }
         modes = list(clients)
-        for kind, path in (("plain JSON", "/v1/messages"), ("SSE stream", "/stream/v1/messages")):
+        for kind, path, body in (
+            ("plain JSON", "/v1/messages", REQUEST),
+            ("SSE stream", "/stream/v1/messages", REQUEST),
+            ("Gemini SSE stream", GEMINI_PATH, GEMINI_REQUEST),
+        ):
             samples: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
             for r in range(rounds + 50):
                 order = modes[r % 3 :] + modes[: r % 3]
                 for mode in order:
-                    ttfb, total, _ = clients[mode].request(path)
+                    ttfb, total, _ = clients[mode].request(path, body)
                     if r >= 50:  # warm-up
                         samples[mode].append((ttfb, total))
             for mode in modes:

@@ -237,3 +237,117 @@ class Delegating:
                     *stop,
                 ]
         return Reply(200, Drip(events), {**SSE_HEADERS, "request-id": f"req_{n:04d}"})
+
+
+# -- Gemini API (Gemini CLI) --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ScriptedGemini:
+    """A Gemini API model (``:streamGenerateContent?alt=sse`` and ``:generateContent``) that calls ``tool`` (as the
+    client names it, e.g. ``mcp_everything_echo``) with ``arguments``, then answers quoting the function response.
+
+    Streams one ``data:`` chunk per part, ``usageMetadata`` only on the last chunk (as the API does): prompt ≈
+    request bytes / 4 of which the previous call's total is cached, output by the text length, some thoughts.
+    A ``:generateContent`` call (a side call: model routing, a JSON helper) gets a small JSON text answer and is
+    kept in ``side``; ``usage`` holds the ``usageMetadata`` of each streamed (task) call, ``sent`` its bytes.
+    """
+
+    tool: str
+    arguments: dict[str, Any]
+    answer: str = "Echoed: "
+    delay_s: float = 0.0
+    sent: list[bytes] = field(default_factory=list)
+    usage: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    side: list[dict[str, Any]] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+    _previous_total: int = 0
+
+    def _usage(self, req: Request, out_text: str) -> dict[str, Any]:
+        total = max(len(req.raw) // 4, 1)
+        cached = min(self._previous_total, total)
+        self._previous_total = total
+        out = max(len(out_text) // 4, 1) + 3
+        thoughts = 7
+        return {
+            "promptTokenCount": total,
+            "candidatesTokenCount": out,
+            "totalTokenCount": total + out + thoughts,
+            "cachedContentTokenCount": cached,
+            "thoughtsTokenCount": thoughts,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": total}],
+        }
+
+    def gemini(self, req: Request) -> Reply:
+        n = next(self._ids)
+        model = req.path.split("/models/", 1)[-1].split(":", 1)[0]
+        if ":streamGenerateContent" not in req.path:
+            usage = {"promptTokenCount": 40, "candidatesTokenCount": 5, "totalTokenCount": 45}
+            self.side.append({"path": req.path, "usage": usage})
+            body = {
+                "candidates": [
+                    {
+                        "content": {
+                            "role": "model",
+                            "parts": [
+                                {"text": '{"complexity_reasoning": "One tool call.", "complexity_score": 10}'}
+                            ],
+                        },
+                        "finishReason": "STOP",
+                        "index": 0,
+                    }
+                ],
+                "usageMetadata": usage,
+                "modelVersion": model,
+                "responseId": f"side-{n:04d}",
+            }
+            return Reply(200, body)
+        self.bodies.append(req.body)
+        response = _gemini_function_response(req.body, self.tool)
+        if response is not None:
+            text = self.answer + json.dumps(response)[:120]
+            parts: list[dict[str, Any]] = [{"text": text[: len(text) // 2]}, {"text": text[len(text) // 2 :]}]
+            step, finish = "answer", "STOP"
+        else:
+            text = json.dumps(self.arguments)
+            call = {"name": self.tool, "args": self.arguments}
+            parts = [
+                {"text": "Calling the tool."},
+                {"functionCall": call, "thoughtSignature": "c2lnbmF0dXJl"},
+            ]
+            step, finish = "tool", "STOP"
+        self.steps.append(step)
+        usage = self._usage(req, text)
+        self.usage.append(usage)
+        chunks = []
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            candidate: dict[str, Any] = {"content": {"role": "model", "parts": [part]}, "index": 0}
+            chunk: dict[str, Any] = {
+                "candidates": [candidate],
+                "modelVersion": model,
+                "responseId": f"resp-{n:04d}",
+            }
+            if last:
+                candidate["finishReason"] = finish
+                chunk["usageMetadata"] = usage
+            else:
+                chunk["usageMetadata"] = {
+                    "promptTokenCount": usage["promptTokenCount"],
+                    "trafficType": "ON_DEMAND",
+                }
+            chunks.append(sse([(None, chunk)]))
+        self.sent.append(b"".join(chunks))
+        return Reply(200, Drip(chunks, delay_s=self.delay_s), {**SSE_HEADERS})
+
+
+def _gemini_function_response(body: dict[str, Any], tool: str) -> Any:
+    """The ``functionResponse.response`` of ``tool`` in the conversation, if the client sent one back."""
+    for content in body.get("contents") or ():
+        for part in content.get("parts") or ():
+            fr = part.get("functionResponse")
+            if isinstance(fr, dict) and fr.get("name") == tool:
+                return fr.get("response")
+    return None

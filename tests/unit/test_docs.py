@@ -95,6 +95,8 @@ SKIP: dict[str, str] = {
     "(test_proxy_llm runs it on loopback)",
     "promcp proxy config --client claude-code --out traces --write": "edits ~/.claude.json (test_real_claude_code_starts_the_wrapped_server)",
     "promcp record -- claude": "runs Claude Code against the real API (test_record_claude_code: offline)",
+    "promcp record -- gemini": "runs the Gemini CLI against the real API (test_record_gemini: offline)",
+    'promcp record -- gemini -p "…" -o json': "runs the Gemini CLI against the real API (test_record_gemini)",
     "promcp import ../shared/data/exports/claude-code-codemie-4c2ddfdc-parallel-tools.jsonl --out traces/cc "
     "--quiet": "reads ../shared beside the repository (test_cost imports the same exports)",
     "promcp report traces/cc --section cost --section cache": "needs the import above (test_cost: the same tables)",

@@ -182,8 +182,8 @@ def test_responses_request_items() -> None:
     assert wire.parse_request("openai-responses", {"input": "hi"}).pieces == [
         wire.Piece(Origin.USER, "prompt", "hi")
     ]
-    with pytest.raises(ValueError, match="unknown LLM wire format 'gemini'"):
-        wire.parse_request("gemini", {})
+    with pytest.raises(ValueError, match="unknown LLM wire format 'vertex'"):
+        wire.parse_request("vertex", {})
 
 
 # -- responses and usage ---------------------------------------------------------------------------------------------

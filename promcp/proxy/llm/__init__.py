@@ -1,5 +1,5 @@
 """``promcp proxy llm``: a recording reverse proxy for LLM APIs (Anthropic Messages, OpenAI Chat Completions and
-Responses, Ollama ``/api/chat``), on the shared HTTP core (:mod:`promcp.proxy._http`).
+Responses, Ollama ``/api/chat``, the Gemini API's ``generateContent`` / ``streamGenerateContent``), on the shared HTTP core (:mod:`promcp.proxy._http`).
 
 A client pointed at :attr:`LLMProxy.url` (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``…) talks to the upstream as
 before — every byte forwarded as it arrives — while each LLM call becomes the events every promcp source records
@@ -14,6 +14,8 @@ before — every byte forwarded as it arrives — while each LLM call becomes th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from promcp.proxy._http import DEFAULT_READ_TIMEOUT_S, ReverseProxy
 from promcp.proxy.llm._exchange import api_of
 from promcp.proxy.llm._record import SESSION_HEADERS, Counters, LLMRecording
@@ -24,7 +26,11 @@ __all__ = ["DEFAULT_UPSTREAMS", "SESSION_HEADERS", "SOURCE", "Counters", "LLMPro
 #: the ``source`` column of what the LLM proxy records
 SOURCE = "proxy:llm"
 #: the public API each client family talks to when its base-URL variable is not set
-DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
+DEFAULT_UPSTREAMS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
 
 
 class LLMProxy:
@@ -46,8 +52,11 @@ class LLMProxy:
         tokenizer: str | None = None,
         footprint_tokenizer: str = "o200k_base",
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        mcp_servers: Sequence[str] = (),
     ) -> None:
-        self.recording = LLMRecording(recorder, tokenizer=tokenizer, footprint_tokenizer=footprint_tokenizer)
+        self.recording = LLMRecording(
+            recorder, tokenizer=tokenizer, footprint_tokenizer=footprint_tokenizer, mcp_servers=mcp_servers
+        )
         self.http = ReverseProxy(
             upstream,
             observe=self.recording.observe,

@@ -31,7 +31,9 @@ def api_of(method: str, path: str) -> str | None:
     """The wire format of an LLM API request path (``None``: forwarded without recording)."""
     if method != "POST":
         return None
-    path = path.rstrip("/")
+    path = path.split("?", 1)[0].rstrip("/")
+    if path.endswith((":streamGenerateContent", ":generateContent")) and "/models/" in path:
+        return "gemini"
     if path.endswith("/messages/count_tokens"):
         return COUNT_TOKENS
     if path.endswith("/messages"):

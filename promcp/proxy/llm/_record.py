@@ -34,9 +34,11 @@ from promcp.tokenizers import CachedTokenizer
 from promcp.wire import (
     ChatRequest,
     Output,
+    ToolCall,
     arguments_digest,
     conversation_blocks,
     error_message,
+    gemini,
     http_error_type,
     parse_request,
     parse_response,
@@ -48,7 +50,13 @@ log = logging.getLogger("promcp.proxy.llm")
 
 #: request headers that name the client session (the first present wins)
 SESSION_HEADERS = ("x-claude-code-session-id",)
-_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai", "ollama": "ollama"}
+_PROVIDERS = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "openai-responses": "openai",
+    "ollama": "ollama",
+    "gemini": "google",
+}
 
 
 @dataclass
@@ -59,6 +67,7 @@ class Counters:
     failed: int = 0
     forwarded_only: int = 0
     count_tokens: int = 0
+    side_calls: int = 0
     unparsed: int = 0
     by_task: dict[str, int] = field(default_factory=dict)
 
@@ -67,7 +76,9 @@ class LLMRecording:
     """Records the LLM calls a :class:`~promcp.proxy._http.ReverseProxy` forwards (pass :meth:`observe` to it).
 
     ``tokenizer`` names the tokenizer of the local estimate (default: the model's, :func:`promcp.tokenizers.
-    for_model`); ``footprint_tokenizer`` counts derived tool-call footprints (S3 / S4), as the MCP proxy does.
+    for_model`); ``footprint_tokenizer`` counts derived tool-call footprints (S3 / S4), as the MCP proxy does;
+    ``mcp_servers`` names the client's MCP servers where known (``promcp record``), so a Gemini CLI tool name
+    ``mcp_<server>_<tool>`` is split right when a server name holds ``_``.
     """
 
     def __init__(
@@ -76,8 +87,10 @@ class LLMRecording:
         *,
         tokenizer: str | None = None,
         footprint_tokenizer: str = "o200k_base",
+        mcp_servers: Sequence[str] = (),
     ) -> None:
         self.recorder = recorder
+        self.mcp_servers = tuple(mcp_servers)
         self.tokenizer_name = tokenizer
         self.footprint = tokenizers.get(footprint_tokenizer)
         self.conversations = Conversations()
@@ -152,6 +165,12 @@ class LLMRecording:
         except (ValueError, TypeError, AttributeError) as exc:
             self._unparsed(ex, f"request body is not a {ex.api} request: {exc}")
             return
+        if ex.api == "gemini":  # the model and streaming are in the path
+            request.model = request.model or gemini.model_of_path(ex.request.path)
+            request.stream = ":streamGenerateContent" in ex.request.path
+        if request.side_call is not None:
+            self._side_call(ex, request)
+            return
         session = next((v for h in SESSION_HEADERS if (v := ex.request.header(h))), None)
         placement = self.conversations.place(
             session,
@@ -175,7 +194,7 @@ class LLMRecording:
             end=outcome.end,
             tokenizer=tokenizer,
             pieces=request.pieces,
-            schema_keys=_schema_keys(request),
+            schema_keys=_schema_keys(request, ex.api, self.mcp_servers),
             output=output,
             prompt_ms=ex.request.received.ms_to(ex.first_byte) if ex.first_byte is not None else None,
             failure=failure,
@@ -192,6 +211,39 @@ class LLMRecording:
             end=outcome.end,
             response_id=output.response_id if output is not None else None,
         )
+
+    def _side_call(self, ex: LLMExchange, request: ChatRequest) -> None:
+        """A helper call beside the task (``ChatRequest.side_call``): its own S1 and S2/S6, in no task and no
+        conversation, ``attrs.side_call`` saying what it is."""
+        self.counters.side_calls += 1
+        outcome = ex.outcome
+        assert outcome is not None
+        output, failure, attrs_out = self._output(ex)
+        if failure is not None:
+            self.counters.failed += 1
+        mark = {"side_call": request.side_call}
+        call = LLMCall(
+            provider=_PROVIDERS.get(ex.api),
+            model=request.model,
+            round=1,
+            start=ex.request.received,
+            end=outcome.end,
+            tokenizer=self._tokenizer(request.model),
+            pieces=request.pieces,
+            output=output,
+            prompt_ms=ex.request.received.ms_to(ex.first_byte) if ex.first_byte is not None else None,
+            failure=failure,
+            put_text=self.recorder.put_text if self.recorder.capture_content else None,
+            attrs_in={
+                "api": ex.api,
+                "path": ex.request.path,
+                "stream": request.stream,
+                "request_bytes": len(ex.request.body),
+                **mark,
+            },
+            attrs_out={**attrs_out, **mark},
+        )
+        self._emit(llm_call_events(call), None)
 
     def _attrs_in(
         self,
@@ -276,14 +328,20 @@ class LLMRecording:
     def _tool_events(self, ex: LLMExchange, request: ChatRequest, placement: Placement) -> list[Event]:
         """S3 / S4 of the tool calls this request answers, derived from the results it carries."""
         results = {p.key: p.text for p in request.pieces if p.origin is Origin.TOOL_RESULTS}
+        keys = _result_keys(placement.answered, request)
         since = placement.answered_since or ex.request.received
         events: list[Event] = []
         for call in placement.answered:
-            text = results.get(call.id)
-            if text is None:  # not answered in this request (the client dropped it): nothing to derive
+            key = keys.get(call.id)
+            text = results.get(key) if key is not None else None
+            if key is None or text is None:  # not answered in this request (the client dropped it)
                 continue
-            mcp = mcp_tool_of(call.name)
-            failed = call.id in request.failed_results
+            failed = key in request.failed_results
+            mcp = (
+                gemini.mcp_tool_of(call.name, self.mcp_servers)
+                if ex.api == "gemini"
+                else mcp_tool_of(call.name)
+            )
             tc = ToolsCall(
                 tool=mcp[1] if mcp else call.name,
                 server=mcp[0] if mcp else None,
@@ -361,11 +419,28 @@ def _announced_mcp_tools(request: ChatRequest) -> list[str]:
     return list(named)
 
 
-def _schema_keys(request: ChatRequest) -> dict[str, str]:
-    """``mcp__server__tool`` → ``server/tool``: the schema part keys the MCP side's tool lists use."""
+def _result_keys(calls: Sequence[ToolCall], request: ChatRequest) -> dict[str, str]:
+    """call id → the key of its result in ``request``: the same id, else (a call the model sent without an id, whose
+    result the client keyed by an id of its own: Gemini) the first result not taken yet of a function of that name."""
+    keys = {p.key for p in request.pieces if p.origin is Origin.TOOL_RESULTS}
+    found = {c.id: c.id for c in calls if c.id in keys}
+    free = [k for k in request.result_names if k not in found.values()]
+    for call in calls:
+        if call.id in found:
+            continue
+        key = next((k for k in free if request.result_names[k] == call.name), None)
+        if key is not None:
+            found[call.id] = key
+            free.remove(key)
+    return found
+
+
+def _schema_keys(request: ChatRequest, api: str, servers: Sequence[str] = ()) -> dict[str, str]:
+    """``mcp__server__tool`` (Gemini: ``mcp_server_tool``) → ``server/tool``: the schema part keys the MCP side's
+    tool lists use."""
     keys = {}
     for name in request.tool_names:
-        mcp = mcp_tool_of(name)
+        mcp = gemini.mcp_tool_of(name, servers) if api == "gemini" else mcp_tool_of(name)
         if mcp is not None:
             keys[name] = f"{mcp[0]}/{mcp[1]}"
     return keys

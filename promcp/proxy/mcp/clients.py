@@ -13,6 +13,9 @@ client             servers under   where the file is (user level first; project 
                                    "headers"}``; ``claude --mcp-config FILE`` takes ``{"mcpServers": …}``
 ``cursor``         ``mcpServers``  ``~/.cursor/mcp.json`` [``.cursor/mcp.json``]; ``command``/``args``/``env``
                                    or ``url``/``headers``
+``gemini``         ``mcpServers``  ``~/.gemini/settings.json`` [``.gemini/settings.json``]; JSON with comments;
+                                   ``command``/``args``/``env``/``cwd``, ``url`` (SSE, or ``"type": "http"``)
+                                   or ``httpUrl`` (streamable HTTP), ``headers``
 ``vscode``         ``servers``     the user profile's ``mcp.json`` (Linux ``~/.config/Code/User/mcp.json``,
                                    macOS ``~/Library/Application Support/Code/User/mcp.json``, Windows
                                    ``%APPDATA%\\Code\\User\\mcp.json``) [``.vscode/mcp.json``]; JSON with
@@ -20,7 +23,8 @@ client             servers under   where the file is (user level first; project 
 =================  ==============  ==========================================================================
 
 Wrapping a **stdio** server replaces its command by ``promcp proxy mcp --out DIR --name NAME -- COMMAND ARGS…``
-(environment, working directory and every other key stay). An **HTTP** server's URL becomes
+(environment, working directory and every other key stay). An **HTTP** server's URL (``url``, or Gemini's
+``httpUrl``, kept under its own key) becomes
 ``http://127.0.0.1:PORT/<same path>``, and the proxy that must listen there is returned as a command
 (:attr:`Wrapped.http_proxies`) for the user or ``promcp record`` to start; headers stay in the client's config,
 so the client keeps sending them (through the proxy, which forwards them and never records them). Servers already
@@ -83,6 +87,14 @@ CLIENTS: dict[str, ClientFormat] = {
     ),
     "claude-code": ClientFormat("claude-code", "mcpServers", (("", "~/.claude.json"),), ".mcp.json", "http"),
     "cursor": ClientFormat("cursor", "mcpServers", (("", "~/.cursor/mcp.json"),), ".cursor/mcp.json", None),
+    "gemini": ClientFormat(
+        "gemini",
+        "mcpServers",
+        (("", "~/.gemini/settings.json"),),
+        ".gemini/settings.json",
+        None,
+        comments=True,
+    ),
     "vscode": ClientFormat(
         "vscode",
         "servers",
@@ -193,15 +205,16 @@ def wrap_servers(
                 *[str(a) for a in entry.get("args") or []],
             ]
             res.wrapped.append(name)
-        elif entry.get("url"):
-            upstream = str(entry["url"])
+        elif entry.get("url") or entry.get("httpUrl"):
+            url_key = "url" if entry.get("url") else "httpUrl"
+            upstream = str(entry[url_key])
             parts = urlsplit(upstream)
             if listen is not None:
                 address = listen(name, upstream)
             else:
                 address = f"127.0.0.1:{port}"
                 port += 1
-            new["url"] = urlunsplit(("http", address, parts.path or "/", parts.query, ""))
+            new[url_key] = urlunsplit(("http", address, parts.path or "/", parts.query, ""))
             if fmt.http_type and "type" not in new:
                 new["type"] = fmt.http_type
             res.http_proxies.append(
