@@ -34,9 +34,11 @@ from promcp.analysis.whatif._result import (
     read_result,
     whatif_dataset,
 )
-from promcp.analysis.whatif._retrieval import SCORERS, Bm25Index, Router, embedding_model
 from promcp.analysis.whatif._scaling import plot_scaling, scaling, union_tools
-from promcp.analysis.whatif._schema import (
+from promcp.analysis.whatif._summary import SUMMARY_COLUMNS, summarize
+from promcp.analysis.whatif.strategies import STRATEGIES, Payload
+from promcp.strategies.routing import SCORERS, Bm25Index, Router, embedding_model
+from promcp.strategies.schema import (
     SLIM_SCHEMA_KEYWORDS,
     SLIM_TOOL_KEYS,
     dedup_tools,
@@ -44,8 +46,6 @@ from promcp.analysis.whatif._schema import (
     tool_summary,
     wire_tool,
 )
-from promcp.analysis.whatif._summary import SUMMARY_COLUMNS, summarize
-from promcp.analysis.whatif.strategies import STRATEGIES, Payload
 
 
 def turns_frame(result: CatalogResult) -> pd.DataFrame:

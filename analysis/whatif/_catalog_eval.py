@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promcp.analysis.whatif import strategies as st
-from promcp.analysis.whatif._retrieval import Router
+from promcp.strategies.routing import Router
 
 CATALOG_STRATEGIES = ("full", "slim", "dedup", "topk", "search-tool", "two-phase")
 

@@ -27,9 +27,9 @@ from promcp.analysis.cost import input_rates
 from promcp.analysis.load import attrs_of
 from promcp.analysis.whatif import strategies as st
 from promcp.analysis.whatif._catalog_eval import hits, payloads, static_payloads
-from promcp.analysis.whatif._retrieval import Router
 from promcp.errors import PromcpWarning
 from promcp.events import Phase, Stage
+from promcp.strategies.routing import Router
 
 DATASET_STRATEGIES = ("full", "slim", "dedup", "topk", "search-tool", "two-phase", "result-fields")
 _LLM_INPUT = (Stage.S1.value, Stage.S5.value)

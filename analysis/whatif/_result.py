@@ -18,10 +18,10 @@ from typing import Any, Final
 import pandas as pd
 
 from promcp.analysis.whatif._dataset_eval import DATASET_STRATEGIES, evaluate_dataset, schema_tools
-from promcp.analysis.whatif._retrieval import Router, Scorer
 from promcp.analysis.whatif._scaling import scaling
 from promcp.analysis.whatif._summary import SUMMARY_COLUMNS, summarize
 from promcp.errors import ConfigError
+from promcp.strategies.routing import Router, Scorer
 
 #: Where ``promcp report --html`` looks for a saved what-if result inside a dataset directory.
 RESULT_FILE: Final = "whatif.json"

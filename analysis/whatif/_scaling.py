@@ -11,8 +11,8 @@ import pandas as pd
 
 from promcp.analysis.whatif._catalog_eval import CATALOG_STRATEGIES, Query, evaluate_catalog
 from promcp.analysis.whatif._fixtures import load_tools
-from promcp.analysis.whatif._retrieval import Encoder, Router
-from promcp.analysis.whatif._schema import dumps, slim_tool
+from promcp.strategies.routing import Encoder, Router
+from promcp.strategies.schema import dumps, slim_tool
 
 #: Catalog sizes on the x axis (the union's own size is appended).
 SIZES = (10, 25, 50, 100, 200, 300, 400, 500)

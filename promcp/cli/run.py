@@ -61,6 +61,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="first check loopback, node, servers, model, API key and endpoint (as promcp doctor); stop if one fails",
     )
+    p.add_argument(
+        "--strategy",
+        metavar="NAME[:K[:SCORER]]",
+        help="apply a tools-tax mitigation to every LLM call: slim, dedup, topk, search-tool, two-phase (K: routed "
+        "tools per call, default 3; SCORER: hybrid, embedding, bm25), or full; overrides the file's strategy: keys "
+        "(docs/whatif.md, 'Live runs')",
+    )
     add_content_options(p)
     p.set_defaults(func=_run)
 
@@ -133,7 +140,8 @@ def _check(bench: Any, args: argparse.Namespace) -> bool:
 def _run(args: argparse.Namespace) -> int:
     from promcp.analysis.views import TaskProgress
     from promcp.host import config
-    from promcp.host.runner import DryBackend, prepare_workspace, run_benchmark
+    from promcp.host.runner import DryBackend, prepare_workspace, run_benchmark, strategy_meta
+    from promcp.strategies.live import parse_strategy
 
     # a native crash in this process (the model runs in its own) still leaves its Python stack on stderr
     faulthandler.enable()
@@ -142,6 +150,7 @@ def _run(args: argparse.Namespace) -> int:
     out: Path = args.out
     workspace = (out / "workspaces" / run_id).resolve()
     bench = config.load(args.benchmark, workspace=workspace)
+    strategy = parse_strategy(args.strategy, key="--strategy") if args.strategy else None
     tasks = bench.select(args.tasks, args.limit)
     if not tasks:
         raise ConfigError("no task selected", source=args.benchmark, key="--task/--limit")
@@ -162,6 +171,8 @@ def _run(args: argparse.Namespace) -> int:
         "model": getattr(backend, "model", None),
         "tasks": [t.id for t in tasks],
         "dry_run": bool(args.dry_run),
+        "expected_tools": {t.id: list(t.expected_tools) for t in tasks if t.expected_tools},
+        **strategy_meta(tasks, strategy),
     }
     with Recorder(
         out,
@@ -185,6 +196,7 @@ def _run(args: argparse.Namespace) -> int:
                         tool_choice=bench.tool_choice,
                         progress=view.update,
                         dry_run=args.dry_run,
+                        strategy=strategy,
                     )
                 )
         finally:

@@ -49,6 +49,7 @@ TASK: Final[dict[str, Any]] = {
         "expected_tools": {"type": "array", "items": {"type": "string", "pattern": "^[^:]+:.+$"}},
         "max_rounds": {"type": "integer", "minimum": 1},
         "system_prompt": {"type": "string"},
+        "strategy": {"type": "string", "minLength": 1},
     },
 }
 
@@ -87,6 +88,7 @@ BENCHMARK_SCHEMA: Final[dict[str, Any]] = {
             },
         },
         "system_prompt": {"type": "string"},
+        "strategy": {"type": "string", "minLength": 1},
         "policy": {
             "type": "object",
             "additionalProperties": False,

@@ -6,6 +6,11 @@ Per round it records one LLM call as an input event (S1 on round 1, S5 later; to
 Tool calls are checked like a real client does (known tool, arguments valid against the tool's input schema); an
 invalid call is recorded (S3, status error, not sent) and answered with an error message to the model. A prompt
 that does not fit the context window is a ``context_overflow`` input event (counted, never sent) and ends the task.
+
+With a strategy (``promcp run --strategy``, the benchmark's ``strategy:``) every LLM call sends what
+:func:`promcp.strategies.live.plan_call` decides: the chosen definitions, the texts beside them (the ``$defs`` block,
+the summary pool) as ``schemas`` parts, and the meta tools the host serves itself (``search_tools``, ``load_tool``:
+S3/S4 events of server ``promcp``). A call to a tool the plan did not offer is refused like an unknown tool.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
@@ -31,9 +36,13 @@ from promcp.host.llm.base import (
     call_with_retries,
 )
 from promcp.host.sessions import ServerConnection, ServerPool
+from promcp.host.strategy import RouterCache, StrategyState
 from promcp.recorder import Recorder, scope
 from promcp.stages import SYSTEM_CLOCK, Clock, Failure, LLMCall, ToolsCall
 from promcp.wire import arguments_are_valid_json
+
+if TYPE_CHECKING:
+    from promcp.strategies.live import CallPlan, MetaResult, StrategySpec
 
 
 @dataclass
@@ -86,6 +95,7 @@ class Agent:
         system_prompt: str,
         progress: Progress | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        strategy: StrategySpec | None = None,
     ) -> None:
         self.clock = clock
         self.backend = backend
@@ -98,6 +108,8 @@ class Agent:
         self.progress = progress or (lambda _k, _d: None)
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
         self._prompt: str | None = None
+        self.strategy = strategy  # ``--strategy``: wins over the tasks' own (the file's ``strategy:`` keys)
+        self._routers: RouterCache = {}
 
     async def run(self, task: TaskConfig) -> TaskResult:
         result = TaskResult(task.id)
@@ -138,6 +150,7 @@ class Agent:
             Message("user", task.prompt, origin=Origin.USER, key="prompt"),
         ]
         self._prompt = task.prompt
+        state = StrategyState.start(self.strategy or task.strategy, tools, self._routers)
         max_rounds = task.max_rounds or self.policy.max_rounds
         called_any = False
         for rnd in range(1, max_rounds + 1):
@@ -150,7 +163,13 @@ class Agent:
                     "stage",
                     {"task": task.id, "round": rnd, "stage": (Stage.S1 if rnd == 1 else Stage.S5).value},
                 )
-                response = await self._llm_call(task, rnd, messages, tools, choice, result)
+                plan = state.plan(task.prompt) if state else None
+                call_tools, call_messages, allowed = tools, messages, spec_by_name
+                if plan is not None and state is not None:
+                    call_tools, extra = state.specs(plan)
+                    call_messages = [messages[0], *extra, *messages[1:]]
+                    allowed = {tools[i].name: tools[i] for i in plan.callable}
+                response = await self._llm_call(task, rnd, call_messages, call_tools, choice, result, plan)
                 if response is None:
                     return
                 if not response.tool_calls:
@@ -168,7 +187,12 @@ class Agent:
                 )
                 for call in response.tool_calls:  # sequential tool execution (evaluation card)
                     called_any = True
-                    text, failed = await self._tool_call(task, call, spec_by_name, by_name, result)
+                    if plan is not None and state is not None and call.name in plan.meta_tools:
+                        text, failed = self._meta_call(call, state.serve(call), result)
+                    else:
+                        text, failed = await self._tool_call(task, call, allowed, by_name, result)
+                        if state is not None and call.name in allowed:
+                            state.note_used(call.name)
                     messages.append(
                         Message(
                             "tool",
@@ -182,6 +206,39 @@ class Agent:
                     )
         result.status = "max_rounds"
 
+    def _meta_call(self, call: ToolCall, answer: MetaResult, result: TaskResult) -> tuple[str, bool]:
+        """A meta tool the host serves itself: one S3/S4 pair of server ``promcp`` (it is a tool call the model
+        made and a result it reads: part of the tax)."""
+        from promcp.strategies.live import META_SERVER
+
+        start = self.clock.now()
+        end = self.clock.now()
+        attrs: dict[str, Any] = {"meta_tool": True}
+        if answer.routing_ms is not None:
+            attrs["routing_ms"] = round(answer.routing_ms, 3)
+        if answer.found:
+            attrs["found"] = len(answer.found)
+        failure = Failure(Status.ERROR, answer.error, answer.text) if answer.error else None
+        measure = ToolsCall(
+            tool=call.name,
+            start=start,
+            end=end,
+            tokenizer=self.backend.tokenizer,
+            sent=start,
+            received=end,
+            server=META_SERVER,
+            tool_call_id=call.id,
+            arguments=call.arguments,
+            result={"content": [{"type": "text", "text": answer.text}], "isError": bool(answer.error)},
+            failure=failure,
+            put_text=self.rec.put_text,
+            attrs=attrs,
+        )
+        result.tools_called.append(f"{META_SERVER}:{call.name}")
+        with scope(server=META_SERVER, tool=call.name, tool_call_id=call.id):
+            self._emit_tool(measure)
+        return answer.text, answer.error is not None
+
     # -- LLM --------------------------------------------------------------------------------------------------------
 
     async def _llm_call(
@@ -192,8 +249,10 @@ class Agent:
         tools: list[ToolSpec],
         tool_choice: str,
         result: TaskResult,
+        plan: CallPlan | None = None,
     ) -> Response | None:
         backend = self.backend
+        plan_attrs = plan.attrs() if plan is not None else {}
         parts = backend.input_parts(messages, tools)
         now = self.clock.now()
         call = LLMCall(
@@ -240,7 +299,7 @@ class Agent:
         except LLMError as exc:
             call.end = self.clock.now()
             call.failure = Failure.of(exc.error_type, str(exc))
-            call.attrs_in = {"attempts": len(retries) + 1, "retry_errors": retries}
+            call.attrs_in = {**plan_attrs, "attempts": len(retries) + 1, "retry_errors": retries}
             self.rec.emit(stages.llm_input_event(call))
             result.llm_ms += call.start.ms_to(call.end)
             result.status, result.error = "error", str(exc)
@@ -248,15 +307,18 @@ class Agent:
         call.end = self.clock.now()
         # the whole backend call (prompt rendering, grammar, thread hand-off) counts as LLM time for the task
         result.llm_ms += call.start.ms_to(call.end)
-        self._emit_llm(call, response, retries)
+        self._emit_llm(call, response, retries, plan_attrs)
         return response
 
-    def _emit_llm(self, call: LLMCall, response: Response, retries: list[str]) -> None:
+    def _emit_llm(
+        self, call: LLMCall, response: Response, retries: list[str], plan_attrs: dict[str, Any] | None = None
+    ) -> None:
         """The call's input and output events (the backend's own timer gives the call's duration)."""
         call.output = response.output()
         call.total_ms = response.timing.total_ms
         call.prompt_ms = response.timing.prompt_ms
-        attrs_in: dict[str, Any] = {k: response.attrs[k] for k in _INPUT_ATTRS if k in response.attrs}
+        attrs_in: dict[str, Any] = dict(plan_attrs or {})
+        attrs_in.update({k: response.attrs[k] for k in _INPUT_ATTRS if k in response.attrs})
         if retries:
             attrs_in.update({"attempts": len(retries) + 1, "retry_errors": retries})
         call.attrs_in = attrs_in

@@ -26,6 +26,7 @@ import yaml
 from promcp.errors import ConfigError
 from promcp.host._schema import BENCHMARK_SCHEMA
 from promcp.host.llm.base import RetryPolicy, Sampling
+from promcp.strategies.live import StrategySpec, parse_strategy
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -83,6 +84,8 @@ class TaskConfig:
     max_rounds: int | None = None
     system_prompt: str | None = None
     line: int | None = None
+    #: the tool-tax mitigation its LLM calls apply (its own ``strategy:``, else the file's; ``None``: none)
+    strategy: StrategySpec | None = None
 
     @property
     def all_servers(self) -> tuple[str, ...]:
@@ -396,7 +399,18 @@ class _Loader:
             name=name, transport=transport, url=raw["url"], start=start, port=port, line=self.lines.get(key)
         )
 
-    def task(self, i: int, raw: dict[str, Any], servers: Mapping[str, ServerConfig]) -> TaskConfig:
+    def strategy(self, text: str | None, key: str) -> StrategySpec | None:
+        if text is None:
+            return None
+        return parse_strategy(text, source=str(self.path), key=key, line=self.lines.get(key))
+
+    def task(
+        self,
+        i: int,
+        raw: dict[str, Any],
+        servers: Mapping[str, ServerConfig],
+        strategy: StrategySpec | None = None,
+    ) -> TaskConfig:
         key = f"tasks[{i}]"
         raw = self.expand(raw, key)
         for field_name in ("servers", "distraction_servers"):
@@ -422,6 +436,7 @@ class _Loader:
             max_rounds=raw.get("max_rounds"),
             system_prompt=raw.get("system_prompt"),
             line=self.lines.get(key),
+            strategy=self.strategy(raw.get("strategy"), f"{key}.strategy") or strategy,
         )
 
 
@@ -487,8 +502,9 @@ def load(
     servers = {name: ld.server(name, raw) for name, raw in data["servers"].items()}
     tasks: list[TaskConfig] = []
     seen: set[str] = set()
+    run_strategy = ld.strategy(ld.expand(data.get("strategy"), "strategy"), "strategy")
     for i, raw in enumerate(data["tasks"]):
-        task = ld.task(i, raw, servers)
+        task = ld.task(i, raw, servers, run_strategy)
         if task.id in seen:
             raise ld.error(f"duplicate task id {task.id!r}", f"tasks[{i}].id")
         seen.add(task.id)

@@ -25,8 +25,25 @@ from promcp.host.sessions import ServerPool
 from promcp.host.workspace import prepare_workspace
 from promcp.recorder import Recorder, scope
 from promcp.stages import SYSTEM_CLOCK, Instant
+from promcp.strategies.live import StrategySpec
 
-__all__ = ["RunResult", "make_pool", "prepare_workspace", "run_benchmark"]
+__all__ = ["RunResult", "make_pool", "prepare_workspace", "run_benchmark", "strategy_meta"]
+
+
+def strategy_meta(tasks: Sequence[TaskConfig], override: StrategySpec | None) -> dict[str, Any]:
+    """What a run records about its strategies (run meta): the strategy of each task that has one, and each
+    router's scorer, K and model. Empty for a run without strategies."""
+    per_task = {t.id: override or t.strategy for t in tasks}
+    used = {s.label: s for s in per_task.values() if s is not None}
+    if not used:
+        return {}
+    out: dict[str, Any] = {"strategies": {tid: s.label for tid, s in per_task.items() if s is not None}}
+    if len(used) == 1 and len([s for s in per_task.values() if s is not None]) == len(tasks):
+        out["strategy"] = next(iter(used))
+    routers = {label: s.router_info() for label, s in used.items() if s.routed}
+    if routers:
+        out["routers"] = routers
+    return out
 
 
 @dataclass
@@ -92,8 +109,10 @@ async def run_benchmark(
     tool_choice: str = "auto",
     progress: Progress | None = None,
     dry_run: bool = False,
+    strategy: StrategySpec | None = None,
 ) -> RunResult:
-    """Run ``tasks`` (or, with ``dry_run``, only start and stop the servers they use)."""
+    """Run ``tasks`` (or, with ``dry_run``, only start and stop the servers they use); ``strategy`` (``--strategy``)
+    applies to every task, over the tasks' own."""
     notify = progress or (lambda _k, _d: None)
     out = RunResult()
     t0 = time.perf_counter()
@@ -114,6 +133,7 @@ async def run_benchmark(
         tool_choice=tool_choice,
         system_prompt=bench.system_prompt,
         progress=notify,
+        strategy=strategy,
     )
     try:
         with recorder.activate(), scope(benchmark=bench.name):

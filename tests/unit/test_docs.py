@@ -126,6 +126,9 @@ SKIP: dict[str, str] = {
     "(test_export starts one per test session)",
     "promcp export examples/default-run --otlp http://127.0.0.1:6006 --project default-run": "needs the Phoenix "
     "server above (test_export)",
+    "promcp run benchmark.yaml --strategy topk:3": "LLM run of 16 tasks (test_run_strategies: the same path, scripted)",
+    "promcp run benchmark.yaml --strategy slim --out traces/slim": "LLM run of 16 tasks (minutes)",
+    "promcp run benchmark.yaml --strategy search-tool:3:bm25": "LLM run (test_run_strategies: search-tool)",
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from promcp import tokenizers
 from promcp.analysis import whatif
-from promcp.analysis.whatif._retrieval import Bm25Index, words
+from promcp.strategies.routing import Bm25Index, words
 from promcp.cli import main
 from promcp.errors import ConfigError
 

@@ -6,7 +6,7 @@ import copy
 import json
 
 from promcp.analysis.whatif import strategies as st
-from promcp.analysis.whatif._schema import (
+from promcp.strategies.schema import (
     SLIM_SCHEMA_KEYWORDS,
     dedup_tools,
     slim_tool,

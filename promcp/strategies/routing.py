@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from promcp.analysis.whatif._schema import tool_name, wire_tool
+from promcp.strategies.schema import tool_name, wire_tool
 
 Scorer = Literal["bm25", "embedding", "hybrid"]
 SCORERS: tuple[Scorer, ...] = ("hybrid", "embedding", "bm25")
