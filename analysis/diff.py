@@ -1,5 +1,8 @@
 """Two runs or datasets side by side: tokens and latency per phase and per origin, with the change (B − A).
 
+When B's LLM calls ran a strategy A's did not (``promcp run --strategy``), ``tables["strategies"]`` also compares
+them per strategy, measured and as the what-if predicts from A (:mod:`promcp.analysis.strategies`).
+
 >>> d = pa.diff("traces", "traces", runs_a=["20261124T101500Z"], runs_b=["20261124T103000Z"])
 >>> d.tables["phases"][["phase", "tokens_a", "tokens_b", "tokens_change_pct"]]
 
@@ -57,6 +60,38 @@ def _join(a: Report, b: Report, section: str, key: str, values: dict[str, str]) 
     return out
 
 
+def _events(path: str | Path, runs: Sequence[str] | None, tasks: Sequence[str] | None) -> pd.DataFrame:
+    """The loaded events of the runs and tasks selected (the what-if's selection rule)."""
+    from promcp.analysis.load import load
+    from promcp.analysis.whatif._result import select_events
+
+    return select_events(path, load(path), runs=runs, latest=0, tasks=tasks)
+
+
+def _strategies(
+    a: str | Path | Events,
+    b: str | Path | Events,
+    runs_a: Sequence[str] | None,
+    runs_b: Sequence[str] | None,
+    tasks: Sequence[str] | None,
+) -> pd.DataFrame | None:
+    """The ``strategies`` table (:mod:`promcp.analysis.strategies`) when B's calls ran a strategy other than A's;
+    ``None`` otherwise, or when the sides are not datasets on disk (the prediction needs captured content)."""
+    from promcp.analysis.load import load_content
+    from promcp.analysis.strategies import call_frame, compare, expected_tools
+
+    if not isinstance(a, str | Path) or not isinstance(b, str | Path):
+        return None
+    ev_a, ev_b = _events(a, runs_a, tasks), _events(b, runs_b, tasks)
+    labels_a, labels_b = set(call_frame(ev_a)["strategy"]), set(call_frame(ev_b)["strategy"])
+    if not labels_b or labels_b <= labels_a:
+        return None
+    from promcp.analysis.cost import call_costs
+
+    costs = pd.concat([call_costs(ev_a), call_costs(ev_b)], ignore_index=True)
+    return compare(ev_a, load_content(a), ev_b, expected=expected_tools(b) or expected_tools(a), costs=costs)
+
+
 def diff(
     a: str | Path | Events,
     b: str | Path | Events,
@@ -90,4 +125,7 @@ def diff(
             "observable": "observable",
         },
     )
+    strategies = _strategies(a, b, runs_a, runs_b, tasks)
+    if strategies is not None:
+        out.tables["strategies"] = strategies
     return out

@@ -19,6 +19,7 @@ import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -30,9 +31,21 @@ from promcp.analysis.whatif._catalog_eval import hits, payloads, static_payloads
 from promcp.errors import PromcpWarning
 from promcp.events import Phase, Stage
 from promcp.strategies.routing import Router
+from promcp.strategies.schema import form_of, render
 
 DATASET_STRATEGIES = ("full", "slim", "dedup", "topk", "search-tool", "two-phase", "result-fields")
 _LLM_INPUT = (Stage.S1.value, Stage.S5.value)
+
+
+def _render_in(form: str, tool: Mapping[str, Any]) -> str:
+    return render(tool, form)
+
+
+def _form(keys: Sequence[str], tools_by_key: Mapping[str, Mapping[str, Any]]) -> str:
+    """The wire form the call's definitions were captured in (counted in that form, so a projection of a host
+    that sends ``parameters`` is not off by the key's tokens)."""
+    forms = {str(t.get("_form", "mcp")) for k in keys if (t := tools_by_key.get(k)) is not None}
+    return forms.pop() if len(forms) == 1 else "mcp"
 
 
 def _parse_tool(text: str) -> dict[str, Any] | None:
@@ -40,11 +53,12 @@ def _parse_tool(text: str) -> dict[str, Any] | None:
         obj = json.loads(text)
     except ValueError:
         return None
-    if isinstance(obj, dict) and isinstance(
-        obj.get("function"), dict
-    ):  # OpenAI {"type":"function","function":…}
+    if not isinstance(obj, dict):
+        return None
+    form = form_of(obj)
+    if form == "openai":  # OpenAI {"type":"function","function":…}
         obj = obj["function"]
-    return obj if isinstance(obj, dict) and isinstance(obj.get("name"), str) else None
+    return {**obj, "_form": form} if isinstance(obj, dict) and isinstance(obj.get("name"), str) else None
 
 
 def schema_tools(
@@ -182,7 +196,8 @@ def evaluate_dataset(
                     skip(s)
             elif schema_strategies:
                 static = static_payloads(tool_list, ["full", *schema_strategies])
-                full_tokens = static["full"].tokens(count)
+                as_sent = partial(_render_in, _form(schema_keys, tools_by_key))
+                full_tokens = static["full"].tokens(count, as_sent)
                 ranking: list[int] = []
                 ms = 0.0
                 routed = [s for s in schema_strategies if s in st.ROUTED]
@@ -209,7 +224,7 @@ def evaluate_dataset(
                         {
                             **common,
                             "strategy": s,
-                            "tokens": base + payload.tokens(count) - full_tokens,
+                            "tokens": base + payload.tokens(count, as_sent) - full_tokens,
                             "full_tokens": base,
                             "expected": len(expected),
                             "hits": hits(expected, payload.visible),

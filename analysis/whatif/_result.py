@@ -69,7 +69,7 @@ def whatif_dataset(
 
     events = load(path)
     if runs or latest or tasks:
-        events = _selected(path, events, runs=runs, latest=latest, tasks=tasks)
+        events = select_events(path, events, runs=runs, latest=latest, tasks=tasks)
     content = load_content(path)
     model = None
 
@@ -119,7 +119,7 @@ def whatif_dataset(
     )
 
 
-def _selected(
+def select_events(
     path: str | Path,
     events: pd.DataFrame,
     *,

@@ -78,8 +78,12 @@ class Payload:
     sent: tuple[tuple[int, Tool], ...] = ()
     extra: tuple[str, ...] = ()
 
-    def tokens(self, count: Callable[[str], int]) -> int:
-        return sum(count(t) for t in self.texts)
+    def tokens(self, count: Callable[[str], int], render: Callable[[Tool], str] | None = None) -> int:
+        """The tokens of :attr:`texts`; with ``render``, each sent definition is counted in the form ``render``
+        gives it (a host's own wire form, e.g. ``parameters`` for ``inputSchema``) and the other texts as they are."""
+        if render is None:
+            return sum(count(t) for t in self.texts)
+        return sum(count(render(d)) for _i, d in self.sent) + sum(count(t) for t in self.extra)
 
 
 def _visible(tools: Iterable[Mapping[str, Any]]) -> frozenset[str]:

@@ -16,7 +16,7 @@ Tool = dict[str, Any]
 
 #: Keys a catalog file adds around a tool that a server never sends (dropped by :func:`wire_tool`).
 CATALOG_ONLY_KEYS = frozenset(
-    {"server", "server_name", "benchmark", "source", "id", "summary", "full_schema"}
+    {"server", "server_name", "_form", "benchmark", "source", "id", "summary", "full_schema"}
 )
 
 #: Tool-level keys :func:`slim_tool` drops: display metadata and the output schema (the model never needs them to
@@ -216,3 +216,26 @@ def tool_summary(raw: Mapping[str, Any]) -> str:
     if len(first) > SUMMARY_MAX_CHARS:
         first = first[: SUMMARY_MAX_CHARS - 1].rstrip() + "…"
     return first
+
+
+# -- wire forms ---------------------------------------------------------------------------------------------------
+
+#: The forms a host puts a definition in: MCP's own, the ``parameters`` form most hosts render (promcp's host,
+#: :func:`promcp.wire.mcp.tool_text`), and OpenAI's ``{"type": "function", "function": …}``.
+FORMS = ("mcp", "parameters", "openai")
+
+
+def form_of(raw: Mapping[str, Any]) -> str:
+    """Which of :data:`FORMS` a definition as sent is in."""
+    if isinstance(raw.get("function"), Mapping):
+        return "openai"
+    return "parameters" if "parameters" in raw and "inputSchema" not in raw else "mcp"
+
+
+def render(tool: Mapping[str, Any], form: str = "mcp") -> str:
+    """A wire-form definition (:func:`wire_tool`) as compact JSON in ``form``: the text the host sends."""
+    if form == "mcp":
+        return dumps(tool)
+    body = {"name": tool.get("name"), "description": tool.get("description") or "",
+            "parameters": dict(tool.get("inputSchema") or {})}  # fmt: skip
+    return dumps(body if form == "parameters" else {"type": "function", "function": body})

@@ -193,3 +193,66 @@ def test_a_bad_strategy_is_one_line_naming_the_option(tmp_path: Path) -> None:
         and "K must be a whole number" in proc.stderr
     )
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.servers
+def test_diff_compares_the_strategy_run_with_its_baseline_and_the_prediction(recorded: Any) -> None:
+    out = recorded[0]
+    (strategy_run,) = [p.name.removeprefix("run_id=") for p in out.glob("topology=*/run_id=*")]
+    bench = out.parent / "bench.yaml"
+    with StubServer(_model, wire="openai") as stub:
+        base = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "promcp.cli",
+                "run",
+                "--base-url",
+                stub.url,
+                "--out",
+                str(out),
+                str(bench),
+                "--task",
+                "routed",
+                "--strategy",
+                "full",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OPENAI_API_KEY": "sk-test-strategies"},
+        )
+    assert base.returncode == 0, base.stderr[-3000:]
+    assert all(len(_names(r)) == 7 for r in stub.requests), "the baseline sends every tool"
+    (base_run,) = [
+        p.name.removeprefix("run_id=") for p in out.glob("topology=*/run_id=*") if strategy_run not in p.name
+    ]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "promcp.cli",
+            "diff",
+            base_run,
+            strategy_run,
+            "--dataset",
+            str(out),
+            "--task",
+            "routed",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["strategy"]: r for r in json.loads(proc.stdout)["tables"]["strategies"]}
+    assert set(rows) == {"full", "topk:2:bm25"}
+    full, topk = rows["full"], rows["topk:2:bm25"]
+    assert full["answered"] == "1/1" and topk["answered"] == "1/1"
+    assert full["expected_pct"] == topk["expected_pct"] == 100.0, "echo:reverse was called on both sides"
+    assert topk["schema_per_call"] < full["schema_per_call"]
+    assert topk["predicted_schema_per_call"] < full["schema_per_call"], "predicted from the baseline's calls"
+    assert topk["schema_diff_pct"] is not None and topk["routing_ms_p50"] is not None
+    assert full["predicted_schema_per_call"] is None, "the baseline is not predicted"

@@ -128,12 +128,12 @@ def test_every_llm_call_recomputed(dataset: Path) -> None:
     full = t[t.strategy == "full"].set_index("round")["tokens"]
     topk = t[t.strategy == "topk"].set_index("round")
     count = tokenizers.get(TOK).count
-    read_file = count(
+    read_file = count(  # counted in the form it was captured in (``parameters``), as the host sends it
         json.dumps(
             {
                 "name": "read_file",
                 "description": TOOLS["read_file"]["description"],
-                "inputSchema": TOOLS["read_file"]["parameters"],
+                "parameters": TOOLS["read_file"]["parameters"],
             },
             separators=(",", ":"),
         )
@@ -141,7 +141,7 @@ def test_every_llm_call_recomputed(dataset: Path) -> None:
     all_four = sum(
         count(
             json.dumps(
-                {"name": n, "description": d["description"], "inputSchema": d["parameters"]},
+                {"name": n, "description": d["description"], "parameters": d["parameters"]},
                 separators=(",", ":"),
             )
         )
