@@ -129,6 +129,12 @@ SKIP: dict[str, str] = {
     "promcp run benchmark.yaml --strategy topk:3": "LLM run of 16 tasks (test_run_strategies: the same path, scripted)",
     "promcp run benchmark.yaml --strategy slim --out traces/slim": "LLM run of 16 tasks (minutes)",
     "promcp run benchmark.yaml --strategy search-tool:3:bm25": "LLM run (test_run_strategies: search-tool)",
+    "promcp run --topology l-cust benchmark.yaml --task calc-mul --task multi-days-hours --strategy full --out "
+    "traces/strat": "LLM run (17 min on the shared machine; its table is in docs/whatif.md)",
+    "promcp run --topology l-cust benchmark.yaml --task calc-mul --task multi-days-hours --strategy topk:3 --out "
+    "traces/strat": "LLM run (its table is in docs/whatif.md)",
+    "promcp diff 20261126T223617Z-e3745b 20261126T225654Z-ded910 --dataset traces/strat --format markdown": "needs "
+    "the two LLM runs above (test_run_strategies: the same diff on a scripted run)",
 }
 
 
