@@ -36,7 +36,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--format", choices=list(RENDERERS), default="table", help="output format (default: table)"
     )
-    p.add_argument("--table", default="phases", choices=("phases", "origins", "strategies"), help="with --format csv")
+    p.add_argument(
+        "--table", default="phases", choices=("phases", "origins", "strategies"), help="with --format csv"
+    )
     p.set_defaults(func=_run)
 
 
