@@ -134,13 +134,14 @@ def _run(args: argparse.Namespace) -> int:
     from promcp.analysis.views import TaskProgress
     from promcp.host import config
     from promcp.host.runner import DryBackend, prepare_workspace, run_benchmark
+    from promcp.store.parquet import scratch_dir
 
     # a native crash in this process (the model runs in its own) still leaves its Python stack on stderr
     faulthandler.enable()
     err = stderr()
     run_id = new_run_id()
     out: Path = args.out
-    workspace = (out / "workspaces" / run_id).resolve()
+    workspace = scratch_dir(out, "workspaces", run_id).resolve()  # beside the dataset: it holds only Parquet
     bench = config.load(args.benchmark, workspace=workspace)
     tasks = bench.select(args.tasks, args.limit)
     if not tasks:
@@ -181,7 +182,7 @@ def _run(args: argparse.Namespace) -> int:
                         recorder=rec,
                         backend=backend,
                         workspace=workspace,
-                        log_dir=out / "logs" / run_id,
+                        log_dir=scratch_dir(out, "logs", run_id),
                         tool_choice=bench.tool_choice,
                         progress=view.update,
                         dry_run=args.dry_run,

@@ -24,7 +24,6 @@ DOC_FILES = [
     REPO / "README.md",
     *sorted((REPO / "docs").glob("*.md")),
     REPO / "examples" / "README.md",
-    REPO / "traces" / "README.md",
 ]
 #: The width the README's recorded outputs were printed at.
 COLUMNS = "120"
