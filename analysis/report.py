@@ -317,13 +317,12 @@ def _reconcile(out: Report, events: Events, calls: pd.DataFrame) -> None:
     merged = found.merge(calls, on=["run_id", "task_id", "round"], how="left")
     ours = merged["total_usd"].sum(min_count=1)
     theirs = float(merged["client_usd"].sum())
-    ours_text = "no price" if pd.isna(ours) else f"${ours:,.4f}"
-    diff = "" if pd.isna(ours) else f" (difference ${ours - theirs:+,.4f})"
-    out.note(
-        "cost",
-        f"the client reported ${theirs:,.4f} for {len(merged)} of these call(s); promcp prices them at "
-        f"{ours_text}{diff}",
+    ours_text = (
+        "promcp has no price for them (see the price note)"
+        if pd.isna(ours)
+        else f"promcp prices them at ${ours:,.4f} (difference ${ours - theirs:+,.4f})"
     )
+    out.note("cost", f"the client reported ${theirs:,.4f} for {len(merged)} of these call(s); {ours_text}")
 
 
 #: the error type of a call whose model process died (promcp/host/llm/_model_process.py)

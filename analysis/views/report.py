@@ -112,8 +112,9 @@ def _origins_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
     table = Table("origins", SECTIONS["origins"], cols, rows, key_columns=len(by) + 1)
     if (frame["origin"] == "unobserved").any():
         table.notes.append(
-            "unobserved: the part of the provider's input total the export does not show (the client's system "
-            "prompt and tool definitions), kept apart from the origins that were observed"
+            "unobserved: the part of the provider's input total the source (an export, or a client's telemetry) "
+            "does not show (the client's system prompt and tool definitions), kept apart from the origins that were "
+            "observed"
         )
     if not frame["observable"].all():
         table.notes.append(
@@ -229,7 +230,7 @@ def _cache_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
     ]
     note = (
         "a prompt cache covers a prefix: reads and writes are attributed to the origins in the order the prompt was "
-        "sent; an import does not show that order (unattributed). Calls without a provider's cache split are not "
+        "sent; an export or a client's telemetry does not show that order (unattributed). Calls without a provider's cache split are not "
         "counted"
     )
     return _keyed_view("cache", frame, by, cols, note)

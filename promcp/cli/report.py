@@ -50,7 +50,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "named in a note (see --include-incomplete, --errors, --section tasks). Journals left by a "
         "crashed run are read in place; reading never writes ('promcp finalize DIR' does).",
     )
-    p.add_argument("path", help="dataset directory, run directory, events.parquet or journal file")
+    p.add_argument(
+        "path",
+        nargs="?",
+        default="traces",
+        help="dataset directory, run directory, events.parquet or journal file (default: traces/, as diff)",
+    )
     p.add_argument(
         "--format", choices=list(RENDERERS), default="table", help="output format (default: table)"
     )
