@@ -57,6 +57,9 @@ INIT_PHASES: Final = tuple(
 ORIGINS: Final = tuple(o.value for o in Origin)
 #: Origin row of the part of a provider's input total the source could not see (a ``system`` part keyed so).
 UNOBSERVED: Final = "unobserved"
+#: The "server" of a client's own tools (a schema part keyed by the bare tool name, e.g. Claude Code's Bash or
+#: Read): they belong to the client, not to an MCP server.
+BUILTIN_SERVER: Final = "client (built-in)"
 
 #: phase -> (stages that carry it, token column counted for it)
 PHASE_TOKENS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
@@ -607,10 +610,12 @@ def resend_cost(
             FROM ev WHERE stage = '{Stage.S4.value}' AND tool_call_id IS NOT NULL GROUP BY ALL
         ), named AS (
             SELECT k.*,
-                CASE WHEN k.origin = 'schemas' THEN split_part(k."key", '/', 1)
+                CASE WHEN k.origin = 'schemas' AND strpos(k."key", '/') = 0 THEN '{BUILTIN_SERVER}'
+                     WHEN k.origin = 'schemas' THEN split_part(k."key", '/', 1)
                      WHEN k.origin = 'tool_results' THEN o.server END AS server,
                 CASE WHEN k.origin = 'schemas' AND strpos(k."key", '/') > 0
                           THEN substr(k."key", strpos(k."key", '/') + 1)
+                     WHEN k.origin = 'schemas' THEN k."key"
                      WHEN k.origin = 'tool_results' THEN o.tool END AS tool
             FROM per_key k LEFT JOIN owners o
               ON k.origin = 'tool_results' AND k.run_id = o.run_id AND k.task_id = o.task_id

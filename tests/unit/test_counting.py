@@ -167,3 +167,23 @@ def test_an_unknown_task_lists_the_tasks_there() -> None:
     with pytest.raises(ConfigError, match=r"no task calc-mu .*tasks: calc-mul, dates-sse-between"):
         pa.report(example, tasks=["calc-mu"])
     assert np.isfinite(pa.report(example, tasks=["calc-mul"]).tables["phases"]["tokens_mean"]).all()
+
+
+def test_a_clients_built_in_tools_are_grouped_under_the_client(tmp_path: Path) -> None:
+    parts = [
+        Part(Origin.SCHEMAS, "Bash", 1000),
+        Part(Origin.SCHEMAS, "memory/create_entities", 150),
+        Part(Origin.USER, "prompt", 9),
+    ]
+    common = {"run_id": "cc", "task_id": "t", "source": "proxy:llm", "topology": Topology.C_OTS}
+    events = [
+        Event(stage=Stage.S1, round=1, parts=parts, **common),  # type: ignore[arg-type]
+        Event(stage=Stage.S2, round=1, tokens_out=5, **common),  # type: ignore[arg-type]
+        Event(stage=Stage.S5, round=2, parts=parts, **common),  # type: ignore[arg-type]
+        Event(stage=Stage.S6, round=2, tokens_out=5, **common),  # type: ignore[arg-type]
+    ]
+    resend = pa.resend_cost(write_dataset(tmp_path, events), by=[])
+    schemas = resend[resend["origin"] == "schemas"].set_index("tool")
+    assert schemas.loc["Bash", "server"] == "client (built-in)"
+    assert schemas.loc["create_entities", "server"] == "memory"
+    assert schemas.loc["Bash", "tokens_resent"] == 1000
