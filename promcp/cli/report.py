@@ -107,7 +107,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         metavar="RESULT.json",
         help="with --html: draw a what-if result — computed now over the dataset (no value; k=3, hybrid scorer), "
-        "or read from a saved `promcp whatif --format json` file. Default: DATASET/whatif.json if present",
+        "or read from a saved `promcp whatif --format json` file. Default: DATASET/_whatif.json if present",
     )
     p.set_defaults(func=_run)
 

@@ -153,16 +153,19 @@ def _with_outcomes(index: pd.DataFrame, rep: Report, events: Events) -> pd.DataF
 
 
 def find_whatif(dataset: str | Path) -> WhatifResult | None:
-    """The what-if result saved in a dataset directory (``DATASET/whatif.json``), if there is one.
+    """The what-if result saved in a dataset directory (``DATASET/_whatif.json``, or ``whatif.json`` as saved
+    before), if there is one.
 
     A saved file that is not a what-if result is left out with a :class:`~promcp.errors.PromcpWarning` naming it:
     the rest of the page does not depend on it.
     """
-    from promcp.analysis.whatif import RESULT_FILE, read_result
+    from promcp.analysis.whatif._result import LEGACY_RESULT_FILE, RESULT_FILE, read_result
 
     path = Path(dataset)
-    candidate = path / RESULT_FILE if path.is_dir() else None
-    if candidate is None or not candidate.is_file():
+    if not path.is_dir():
+        return None
+    candidate = next((path / n for n in (RESULT_FILE, LEGACY_RESULT_FILE) if (path / n).is_file()), None)
+    if candidate is None:
         return None
     try:
         return read_result(candidate)
