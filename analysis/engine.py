@@ -4,10 +4,14 @@ Every table function takes the events as a dataset path, a pandas DataFrame (:fu
 Arrow table (:func:`promcp.analysis.load_table`) or :class:`ParquetEvents` (:func:`promcp.analysis.scan`: the run
 files, read by DuckDB column by column; what a path becomes). Queries see them through one normalized view ``ev``:
 
-* ``run_id`` and ``task_id`` as text; events of a run that carry no task id (an instrumented host that never
-  called ``promcp.scope(task_id=…)``) belong to one implicit task per run, :data:`IMPLICIT_TASK`;
+* ``run_id`` and ``task_id`` as text; the LLM and tool events of a run that carry no task id (an instrumented
+  host that never called ``promcp.scope(task_id=…)``) belong to one implicit task per run, :data:`IMPLICIT_TASK`;
+* **session events** belong to no task and keep a null ``task_id``: start-up (``INIT``), and, when they carry no
+  task id, MCP protocol traffic (stage ``MCP``: notifications, ``resources/list``, pings) and every event of an MCP
+  proxy (:data:`SESSION_SOURCES`: a client's health check, a tool call no LLM call asked for). They never form a
+  task, so they never enter a task count or a per-task mean (:data:`SESSION_SQL` tells them apart in ``ev``);
 * only the selected runs and tasks (:func:`select`) and, for the attribution tables, only complete tasks
-  (:func:`complete`); session start-up events (``INIT``, no task) always stay.
+  (:func:`complete`); session events always stay.
 
 A task's **outcome** is decided by its last LLM event (docs/accounting.md): ``ok`` when it is an answer (S6),
 ``no_answer`` when the task stopped after a tool-calling plan (max rounds), ``error`` / ``timeout`` /
@@ -37,6 +41,9 @@ RUN_LEVEL: Final = frozenset({"run_id", "topology", "source"})
 MISSING: Final = "—"
 #: The task id of a run's events that carry none (one implicit task per run).
 IMPLICIT_TASK: Final = "(no task id)"
+#: Sources whose events belong to a task only when they carry its id (an MCP proxy sees no task: the LLM side,
+#: or the link after the fact, gives its tool calls one).
+SESSION_SOURCES: Final = ("proxy:mcp",)
 #: Task outcomes; only ``ok`` tasks enter the attribution tables unless incomplete tasks are asked for.
 OUTCOMES: Final = ("ok", "no_answer", "error", "timeout", "context_overflow", "interrupted")
 
@@ -49,6 +56,8 @@ class RunRef:
     path: Path
     created_ns: int | None = None
     topology: str | None = None
+    #: a ``promcp run --dry-run`` (servers started and stopped, no task): not a run ``--latest`` or ``diff`` picks
+    dry_run: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,6 +84,10 @@ _LLM = tuple(s.value for s in (*sorted(LLM_INPUT_STAGES), *sorted(LLM_OUTPUT_STA
 LLM_SQL: Final = "(" + ", ".join(f"'{s}'" for s in _LLM) + ")"
 _INPUT_SQL = "(" + ", ".join(f"'{s.value}'" for s in sorted(LLM_INPUT_STAGES)) + ")"
 INIT: Final = Stage.INIT.value
+#: SQL over ``ev``: the event belongs to no task (start-up, or an untasked protocol / MCP-proxy event).
+SESSION_SQL: Final = f"(CAST(stage AS VARCHAR) = '{INIT}' OR task_id IS NULL)"
+#: SQL over ``ev``: the event belongs to a task.
+TASK_EVENT_SQL: Final = f"NOT {SESSION_SQL}"
 
 
 def as_arrow(events: Events) -> pa.Table | ParquetEvents:
@@ -103,26 +116,56 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-_UNTASKED = f"task_id IS NULL AND CAST(stage AS VARCHAR) <> '{INIT}'"
+_SESSION_STAGES = (INIT, Stage.MCP.value)
+
+
+def _untasked_sql(names: Sequence[str]) -> str:
+    """SQL over the raw events: the event has no task id and forms the run's implicit task (not a session event)."""
+    stages = ", ".join(_literal(s) for s in _SESSION_STAGES)
+    sql = f"task_id IS NULL AND CAST(stage AS VARCHAR) NOT IN ({stages})"
+    if "source" in names:
+        sources = ", ".join(_literal(s) for s in SESSION_SOURCES)
+        sql += f" AND coalesce(CAST(source AS VARCHAR), '') NOT IN ({sources})"
+    return sql
+
+
+def _task_of_sql(names: Sequence[str]) -> str:
+    """SQL over the raw events: the task id ``ev`` gives the event (NULL for a session event)."""
+    return (
+        f"(CASE WHEN {_untasked_sql(names)} THEN {_literal(IMPLICIT_TASK)} "
+        f"WHEN CAST(stage AS VARCHAR) = '{INIT}' THEN NULL ELSE CAST(task_id AS VARCHAR) END)"
+    )
 
 
 def _untasked(table: pa.Table | ParquetEvents) -> bool:
-    """Whether some non-INIT event lacks a task id (then ``ev`` gives it the implicit task id)."""
+    """Whether some event forms an implicit task (then ``ev`` gives it the implicit task id)."""
     if isinstance(table, ParquetEvents):
         if table.untasked is not None:
             return table.untasked
         con = duckdb.connect()
         try:
             files = ", ".join(_literal(str(f)) for f in table.files)
-            sql = f"SELECT count(*) FROM read_parquet([{files}], union_by_name = true) WHERE {_UNTASKED}"
+            sql = (
+                f"SELECT count(*) FROM read_parquet([{files}], union_by_name = true) "
+                f"WHERE {_untasked_sql(table.column_names)}"
+            )
             row = con.execute(sql).fetchone()
             return bool(row and row[0])
         finally:
             con.close()
-    if "task_id" not in table.column_names or "stage" not in table.column_names:
+    names = table.column_names
+    if "task_id" not in names or "stage" not in names:
         return False
     stage = pc.cast(table.column("stage"), pa.string())
-    missing = pc.and_(pc.is_null(table.column("task_id")), pc.not_equal(stage, INIT))
+    missing = pc.and_(
+        pc.is_null(table.column("task_id")),
+        pc.invert(pc.is_in(stage, value_set=pa.array(_SESSION_STAGES, pa.string()))),
+    )
+    if "source" in names:
+        source = pc.fill_null(pc.cast(table.column("source"), pa.string()), "")
+        missing = pc.and_(
+            missing, pc.invert(pc.is_in(source, value_set=pa.array(SESSION_SOURCES, pa.string())))
+        )
     return bool(pc.any(missing).as_py())
 
 
@@ -134,7 +177,8 @@ def _view_sql(table: pa.Table | ParquetEvents) -> str:
         replaced.append("CAST(run_id AS VARCHAR) AS run_id")
     if "task_id" in names and _untasked(table):
         replaced.append(
-            f"CASE WHEN {_UNTASKED} THEN {_literal(IMPLICIT_TASK)} ELSE CAST(task_id AS VARCHAR) END AS task_id"
+            f"CASE WHEN {_untasked_sql(table.column_names)} THEN {_literal(IMPLICIT_TASK)} "
+            "ELSE CAST(task_id AS VARCHAR) END AS task_id"
         )
     elif "task_id" in names and not isinstance(table, ParquetEvents):
         replaced.append("CAST(task_id AS VARCHAR) AS task_id")
@@ -143,10 +187,10 @@ def _view_sql(table: pa.Table | ParquetEvents) -> str:
     if isinstance(table, ParquetEvents):
         if table.task_ids is not None:
             ids = ", ".join(_literal(t) for t in table.task_ids) or "NULL"
-            where.append(f"(stage = '{INIT}' OR task_id IN ({ids}))")
+            where.append(f"({SESSION_SQL} OR task_id IN ({ids}))")
         if table.dropped is not None:
             where.append(
-                f"(stage = '{INIT}' OR (run_id, task_id) NOT IN (SELECT (run_id, task_id) FROM dropped_tasks))"
+                f"({SESSION_SQL} OR (run_id, task_id) NOT IN (SELECT (run_id, task_id) FROM dropped_tasks))"
             )
     body = f"SELECT * FROM ({select}) n" + (f" WHERE {' AND '.join(where)}" if where else "")
     return f"CREATE VIEW ev AS {body}"
@@ -224,9 +268,9 @@ def task_sql(extra: str = "") -> str:
             bool_or({cancelled}) AS cancelled,
             max(seq) FILTER (WHERE {cancelled}) AS cancel_seq
             {extra}
-        FROM ev WHERE stage <> '{INIT}' GROUP BY run_id, task_id
+        FROM ev WHERE {TASK_EVENT_SQL} GROUP BY run_id, task_id
     ), bad AS (
-        SELECT run_id, task_id, seq, {_FIELDS} AS f FROM ev WHERE stage <> '{INIT}' AND {_STATUS} <> 'ok'
+        SELECT run_id, task_id, seq, {_FIELDS} AS f FROM ev WHERE {TASK_EVENT_SQL} AND {_STATUS} <> 'ok'
     )
     SELECT t.* EXCLUDE (last, cancelled, cancel_seq),
         CASE
@@ -272,9 +316,9 @@ def complete(events: Events, task_outcomes: pd.DataFrame | None = None) -> pa.Ta
     if isinstance(table, ParquetEvents):
         return replace(table, dropped=keys)
     con_sql = (
-        "SELECT r.* FROM raw_ev r WHERE NOT EXISTS (SELECT 1 FROM dropped_tasks k WHERE k.run_id = "
-        f"CAST(r.run_id AS VARCHAR) AND k.task_id = coalesce(CAST(r.task_id AS VARCHAR), {_literal(IMPLICIT_TASK)}) "
-        f"AND CAST(r.stage AS VARCHAR) <> '{INIT}')"
+        f"SELECT r.* EXCLUDE (_task) FROM (SELECT *, {_task_of_sql(table.column_names)} AS _task FROM raw_ev) r "
+        "WHERE NOT EXISTS (SELECT 1 FROM dropped_tasks k WHERE k.run_id = CAST(r.run_id AS VARCHAR) "
+        "AND k.task_id = r._task)"
     )
     return _narrow(table, con_sql, {"dropped_tasks": keys})
 
@@ -282,8 +326,9 @@ def complete(events: Events, task_outcomes: pd.DataFrame | None = None) -> pa.Ta
 # -- run and task selection ------------------------------------------------------------------------------------
 
 
-def runs_of(events: Events) -> list[RunRef]:
-    """The runs of an input, oldest first (by recording start when known, else by run id)."""
+def runs_of(events: Events, *, dry: bool = True) -> list[RunRef]:
+    """The runs of an input, oldest first (by recording start when known, else by run id); ``dry=False`` leaves
+    out dry runs (``promcp run --dry-run``: start-up only, known from the run header of a Parquet run)."""
     table = as_arrow(events)
     if isinstance(table, ParquetEvents) and table.runs:
         refs = list(table.runs)
@@ -297,6 +342,8 @@ def runs_of(events: Events) -> list[RunRef]:
             RunRef(str(r.run_id), Path(), None if pd.isna(r.created_ns) else int(r.created_ns), r.topology)
             for r in frame.itertuples()
         ]
+    if not dry:
+        refs = [r for r in refs if not r.dry_run]
     return sorted(refs, key=lambda r: (r.created_ns or 0, r.run_id))
 
 
@@ -330,8 +377,9 @@ def select(
     if runs or latest:
         refs = runs_of(table)
         chosen = resolve_runs(refs, runs) if runs else []
-        if latest:
-            chosen += [r for r in refs[-latest:] if r not in chosen]
+        if latest:  # the latest N runs that ran tasks: a dry run is not one
+            real = [r for r in refs if not r.dry_run]
+            chosen += [r for r in real[-latest:] if r not in chosen]
     if isinstance(table, ParquetEvents):
         if chosen is not None:
             ids = {r.run_id for r in chosen}
@@ -349,10 +397,8 @@ def select(
         where.append(f"CAST(run_id AS VARCHAR) IN ({', '.join(_literal(r.run_id) for r in chosen)})")
     if tasks:
         task_list = ", ".join(_literal(t) for t in tasks)
-        where.append(
-            f"(CAST(stage AS VARCHAR) = '{INIT}' OR "
-            f"coalesce(CAST(task_id AS VARCHAR), {_literal(IMPLICIT_TASK)}) IN ({task_list}))"
-        )
+        task = _task_of_sql(table.column_names)
+        where.append(f"({task} IS NULL OR {task} IN ({task_list}))")
     if not where:
         return table
     return _narrow(table, f"SELECT * FROM raw_ev WHERE {' AND '.join(where)}")

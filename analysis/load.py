@@ -81,10 +81,16 @@ def scan(path: str | Path) -> ParquetEvents | pa.Table:
             path=run.path,
             created_ns=run.run.get("created_ns"),
             topology=run.run.get("topology"),
+            dry_run=_dry_run(run.run),
         )
         for run in runs
     )
     return ParquetEvents(files=tuple(run.path for run in runs), column_names=tuple(names), runs=refs)
+
+
+def _dry_run(header: dict[str, Any]) -> bool:
+    meta = header.get("meta")
+    return isinstance(meta, dict) and meta.get("dry_run") is True
 
 
 def attrs_of(value: Any) -> dict[str, Any]:

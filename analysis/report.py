@@ -17,7 +17,16 @@ import pandas as pd
 
 from promcp import tokenizers as _tokenizers
 from promcp.analysis.cost import PRICE_TABLE, Rates, cache_split, call_costs, cost_by_phase, schema_tax
-from promcp.analysis.engine import IMPLICIT_TASK, Events, as_arrow, complete, ident, query, select
+from promcp.analysis.engine import (
+    IMPLICIT_TASK,
+    TASK_EVENT_SQL,
+    Events,
+    as_arrow,
+    complete,
+    ident,
+    query,
+    select,
+)
 from promcp.analysis.load import attrs_of, load_content
 from promcp.analysis.tables import (
     FACT_COLUMNS,
@@ -53,6 +62,8 @@ SECTIONS: Final[dict[str, str]] = {
 DEFAULT_SECTIONS: Final = ("phases", "segments", "init", "origins", "resend")
 #: Incomplete tasks named in the exclusion note before "and N more".
 NAMED_IN_NOTE: Final = 5
+#: Task ids an unknown ``--task`` error lists before "and N more".
+KNOWN_IN_ERROR: Final = 20
 
 #: Columns :func:`report` reads (loading only these keeps million-event reports fast).
 REPORT_COLUMNS: Final = (
@@ -160,9 +171,9 @@ def report(
     if tasks:
         missing = sorted(set(tasks) - set(all_tasks["task_id"]))
         if missing:
-            known = ", ".join(list(dict.fromkeys(all_tasks["task_id"]))[:10]) or "none"
             raise ConfigError(
-                f"no task {', '.join(missing)} in this selection; tasks: {known}", source="--task"
+                f"no task {', '.join(missing)} in this selection; {_known_tasks(data, runs, latest)}",
+                source="--task",
             )
     out = Report(
         events=int(counts.at[0, "events"]),
@@ -171,8 +182,10 @@ def report(
         by=list(by),
         include_incomplete=include_incomplete,
     )
-    approx = counts.at[0, "approx"]
-    for label in sorted(approx if isinstance(approx, list | tuple) else []):
+    approx = counts.at[0, "approx"]  # DuckDB hands a list column to pandas as an array (None when empty)
+    for label in sorted(
+        str(a) for a in (approx if approx is not None and not pd.api.types.is_scalar(approx) else [])
+    ):
         out.approximations[label] = _tokenizers.describe(label) or label
     ok = all_tasks["outcome"] == "ok"
     out.complete = int(ok.sum())
@@ -304,17 +317,28 @@ def _reconcile(out: Report, events: Events, calls: pd.DataFrame) -> None:
     merged = found.merge(calls, on=["run_id", "task_id", "round"], how="left")
     ours = merged["total_usd"].sum(min_count=1)
     theirs = float(merged["client_usd"].sum())
-    ours_text = "no price" if pd.isna(ours) else f"${ours:,.4f}"
-    diff = "" if pd.isna(ours) else f" (difference ${ours - theirs:+,.4f})"
-    out.note(
-        "cost",
-        f"the client reported ${theirs:,.4f} for {len(merged)} of these call(s); promcp prices them at "
-        f"{ours_text}{diff}",
+    ours_text = (
+        "promcp has no price for them (see the price note)"
+        if pd.isna(ours)
+        else f"promcp prices them at ${ours:,.4f} (difference ${ours - theirs:+,.4f})"
     )
+    out.note("cost", f"the client reported ${theirs:,.4f} for {len(merged)} of these call(s); {ours_text}")
 
 
 #: the error type of a call whose model process died (promcp/host/llm/_model_process.py)
 MODEL_CRASHED = "model_crashed"
+
+
+def _known_tasks(data: Events, runs: Sequence[str] | None, latest: int) -> str:
+    """The task ids of the runs selected (what ``--task`` may name), for an error message."""
+    known = query(
+        f"SELECT DISTINCT task_id FROM ev WHERE {TASK_EVENT_SQL} ORDER BY task_id",
+        select(data, runs=runs, latest=latest),
+    )["task_id"].tolist()
+    if not known:
+        return "these runs hold no task"
+    more = f" and {len(known) - KNOWN_IN_ERROR} more" if len(known) > KNOWN_IN_ERROR else ""
+    return f"tasks: {', '.join(map(str, known[:KNOWN_IN_ERROR]))}{more}"
 
 
 def _task_notes(out: Report, all_tasks: pd.DataFrame, overflow: int) -> None:
@@ -384,7 +408,12 @@ def _timing_notes(out: Report, phases: pd.DataFrame, counted: pd.DataFrame) -> N
     """Say why latency means and shares are what they are: unknown timings, overlapping intervals."""
     rows = phases[phases["phase"].isin(PHASES)]
     unknown = rows[rows["latency_ms_tasks"] < rows["tasks"]]
-    if len(unknown):
+    if len(rows) and not rows["latency_ms_tasks"].astype("float64").any():
+        out.note(
+            "phases",
+            "no latency was recorded for these task(s) (no timing in the source): latency is unknown",
+        )
+    elif len(unknown):
         parts = ", ".join(
             f"{r.phase} in {int(r.tasks - r.latency_ms_tasks)} of {int(r.tasks)}"
             + (f" ({' / '.join(str(getattr(r, k)) for k in out.by)})" if out.by else "")

@@ -57,6 +57,9 @@ INIT_PHASES: Final = tuple(
 ORIGINS: Final = tuple(o.value for o in Origin)
 #: Origin row of the part of a provider's input total the source could not see (a ``system`` part keyed so).
 UNOBSERVED: Final = "unobserved"
+#: The "server" of a client's own tools (a schema part keyed by the bare tool name, e.g. Claude Code's Bash or
+#: Read): they belong to the client, not to an MCP server.
+BUILTIN_SERVER: Final = "client (built-in)"
 
 #: phase -> (stages that carry it, token column counted for it)
 PHASE_TOKENS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
@@ -242,6 +245,7 @@ def per_task(events: Events, by: Sequence[str] = ()) -> pd.DataFrame:
         f"count(*) FILTER (WHERE stage IN ('{s3}', '{s4}') AND NOT {ok}) AS tool_errors",
         "(max(t_end_ns) - min(t_start_ns)) / 1e6 AS wall_ms",
         f"count(*) FILTER (WHERE {_SENT}) AS sent_events",
+        f"count(latency_ms) FILTER (WHERE {PHASE_SQL} IS NOT NULL AND {_SENT}) AS timed_events",
         "min(seq) AS first_seq",
     ]
     out = query(f"{task_sql(', '.join(parts))} ORDER BY run_id, first_seq, task_id", table)
@@ -250,12 +254,16 @@ def per_task(events: Events, by: Sequence[str] = ()) -> pd.DataFrame:
         out[c] = out[c].astype("int64")
     out["tokens"] = out[[f"tokens_{p}" for p in PHASES]].sum(axis=1)
     out["llm_billed"] = out[[f"tokens_{p}" for p in BILLED]].sum(axis=1)
-    out["latency_ms"] = out[[f"latency_{p}" for p in PHASES]].sum(axis=1, min_count=1)
+    lat = [f"latency_{p}" for p in PHASES]
+    out["timed_events"] = out["timed_events"].astype("int64")
+    # a task none of whose phase events has a latency has no latency at all, not 0 ms in its phases without events
+    out.loc[out["timed_events"] == 0, lat] = np.nan
+    out["latency_ms"] = out[lat].sum(axis=1, min_count=1)
     for c in by:
         if c not in TASK_KEYS:
             out[c] = out.pop(f"_by_{c}")
     phase_cols = [*(f"tokens_{p}" for p in PHASES), *(f"latency_{p}" for p in PHASES)]
-    return out[[*dict.fromkeys([*by, *FACT_COLUMNS]), *phase_cols, "sent_events"]]
+    return out[[*dict.fromkeys([*by, *FACT_COLUMNS]), *phase_cols, "sent_events", "timed_events"]]
 
 
 def task_phase_totals(
@@ -385,13 +393,15 @@ def latency_segments(
             FROM e LEFT JOIN answers ON e.run_id = answers.run_id AND e.task_id = answers.task_id
                                      AND e."round" = answers."round"
         )
-        SELECT {key_list}, {seg_cols} FROM s GROUP BY ALL
+        SELECT {key_list}, {seg_cols}, count(latency_ms) AS _timed FROM s GROUP BY ALL
     """
     per_task = query(sql, table)
     if per_task.empty:
         return pd.DataFrame(
             columns=[*by, "segment", "latency_ms_mean", "latency_ms_std", "latency_ms_share", "tasks"]
         )
+    # a task without any recorded latency has none, not 0 ms in the segments it has no events of
+    per_task.loc[per_task.pop("_timed") == 0, list(SEGMENTS)] = np.nan
     return _stats(per_task, by, SEGMENTS, "segment", "latency_ms")
 
 
@@ -600,10 +610,12 @@ def resend_cost(
             FROM ev WHERE stage = '{Stage.S4.value}' AND tool_call_id IS NOT NULL GROUP BY ALL
         ), named AS (
             SELECT k.*,
-                CASE WHEN k.origin = 'schemas' THEN split_part(k."key", '/', 1)
+                CASE WHEN k.origin = 'schemas' AND strpos(k."key", '/') = 0 THEN '{BUILTIN_SERVER}'
+                     WHEN k.origin = 'schemas' THEN split_part(k."key", '/', 1)
                      WHEN k.origin = 'tool_results' THEN o.server END AS server,
                 CASE WHEN k.origin = 'schemas' AND strpos(k."key", '/') > 0
                           THEN substr(k."key", strpos(k."key", '/') + 1)
+                     WHEN k.origin = 'schemas' THEN k."key"
                      WHEN k.origin = 'tool_results' THEN o.tool END AS tool
             FROM per_key k LEFT JOIN owners o
               ON k.origin = 'tool_results' AND k.run_id = o.run_id AND k.task_id = o.task_id

@@ -85,16 +85,15 @@ def errors(events: Events) -> pd.DataFrame:
 
 def overflows(events: Events) -> pd.DataFrame:
     """LLM calls that did not fit the model's context window (recorded with their counted prompt, never sent).
+    ``overflow_by`` is ``tokens_in - context_window``: a prompt fits when one token to generate fits after it, so
+    0 is an overflow too.
 
     >>> pa.overflows(df)   # tokens_in counted, context_window, overflow_by
     """
     table = as_arrow(events)
     names = set(table.column_names)
-    over = (
-        "CASE WHEN json_valid(attrs) THEN TRY_CAST(json_extract_string(attrs, '$.overflow_by') AS BIGINT) END"
-        if "attrs" in names
-        else "NULL"
-    )
+    # the prompt's tokens minus the window, from the columns (older files stored it plus one in attrs.overflow_by)
+    over = "CAST(tokens_in AS BIGINT) - CAST(context_window AS BIGINT)"
     sql = f"""
         SELECT run_id, task_id, "round", {_text("model", names)} AS model, tokens_in, context_window,
                {over} AS overflow_by

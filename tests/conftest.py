@@ -32,3 +32,45 @@ def write_dataset(root: Path, events: Iterable[Event]) -> Path:
             for e in evs:
                 rec.emit(e)
     return root
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every dataset the session wrote (under pytest's temporary directory) opens in plain Parquet readers: a
+    dataset root holds only Parquet under its Hive layout (tests/datasets.py). Datasets that promcp itself reads
+    with a warning (tests that plant broken or foreign files on purpose) are left out."""
+    import warnings
+
+    from tests.datasets import dataset_roots, reader_problems
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    base = getattr(factory, "_basetemp", None)
+    if base is None or not Path(base).is_dir():
+        return
+    from promcp.analysis import load_table
+
+    problems: list[str] = []
+    checked = 0
+    for root in dataset_roots(Path(base)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                load_table(root, columns=["run_id"])
+            except Exception:
+                continue
+        if caught:
+            continue
+        checked += 1
+        problems += reader_problems(root)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and (problems or checked):
+        reporter.ensure_newline()
+    if problems:
+        if reporter is not None:
+            reporter.write_line(
+                f"datasets that plain Parquet readers cannot open ({len(problems)}):", red=True
+            )
+            for p in problems:
+                reporter.write_line(f"  {p}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif reporter is not None and checked:
+        reporter.write_line(f"{checked} dataset(s) written by the tests open in pandas, pyarrow and DuckDB")

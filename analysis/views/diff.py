@@ -9,13 +9,26 @@ from promcp.analysis.report import Report
 from promcp.analysis.views.base import Column, Document, Missing, Table
 
 NOT_OBSERVABLE = Missing("not observable")
+#: A side without a complete task (e.g. a dry run): it has no value, observable or not.
+NO_DATA = Missing("no data")
+_VALUES = ("tokens", "latency_ms", "tokens_share", "per_task", "per_call", "share")
+_CHANGES = ("tokens", "latency_ms", "per_task", "per_call")
 
 
 def _rows(d: Diff, name: str) -> list[dict[str, object]]:
     rows = [dict(r) for r in d.tables[name].to_dict(orient="records")]
+    empty = {side: rep.complete == 0 for side, rep in (("a", d.a), ("b", d.b))}
     for r in rows:  # an origin one side cannot observe (exports hold no tool definitions)
         for side in ("a", "b"):
-            if r.get(f"observable_{side}") is False:
+            if empty[side]:
+                for key in _VALUES:
+                    if f"{key}_{side}" in r:
+                        r[f"{key}_{side}"] = NO_DATA
+                for key in _CHANGES:
+                    for suffix in ("_change", "_change_pct"):
+                        if key + suffix in r:
+                            r[key + suffix] = NO_DATA
+            elif r.get(f"observable_{side}") is False:
                 for key in ("per_task", "share"):
                     r[f"{key}_{side}"] = NOT_OBSERVABLE
                 r["per_task_change"] = r["per_task_change_pct"] = NOT_OBSERVABLE

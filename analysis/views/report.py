@@ -14,6 +14,7 @@ import pandas as pd
 
 from promcp.analysis.report import SECTIONS, Report
 from promcp.analysis.views.base import Column, Document, Missing, Stat, Table
+from promcp.tokenizers import describe
 
 #: What each task outcome means (shown under the task table).
 OUTCOME_HELP = {
@@ -111,8 +112,9 @@ def _origins_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
     table = Table("origins", SECTIONS["origins"], cols, rows, key_columns=len(by) + 1)
     if (frame["origin"] == "unobserved").any():
         table.notes.append(
-            "unobserved: the part of the provider's input total the export does not show (the client's system "
-            "prompt and tool definitions), kept apart from the origins that were observed"
+            "unobserved: the part of the provider's input total the source (an export, or a client's telemetry) "
+            "does not show (the client's system prompt and tool definitions), kept apart from the origins that were "
+            "observed"
         )
     if not frame["observable"].all():
         table.notes.append(
@@ -179,7 +181,11 @@ def _overflows_view(frame: pd.DataFrame) -> Table:
         Column("context_window", "context window", "number", short="window"),
         Column("overflow_by", "over by", "number"),
     ]
-    return Table("overflows", SECTIONS["overflows"], cols, _rows(frame), key_columns=2)
+    table = Table("overflows", SECTIONS["overflows"], cols, _rows(frame), key_columns=2)
+    table.notes.append(
+        "over by: prompt tokens − window; a prompt fits when one token to generate fits after it"
+    )
+    return table
 
 
 def _tokenizers_view(frame: pd.DataFrame) -> Table:
@@ -194,7 +200,14 @@ def _tokenizers_view(frame: pd.DataFrame) -> Table:
         Column("tokens_per_char", "per char", "number", 4),
         Column("tokens_per_byte", "per byte", "number", 4),
     ]
-    return Table("tokenizers", SECTIONS["tokenizers"], cols, _rows(frame))
+    table = Table("tokenizers", SECTIONS["tokenizers"], cols, _rows(frame))
+    approx = {
+        str(t): describe(str(t)) for t in frame.get("tokenizer", pd.Series(dtype=object)) if describe(str(t))
+    }
+    if approx:
+        labels = "; ".join(f"{k} = {v}" for k, v in approx.items())
+        table.notes.append(f"{labels}: a labelled approximation, not the model's tokenizer (docs/tokens.md)")
+    return table
 
 
 def _keyed_view(name: str, frame: pd.DataFrame, by: Sequence[str], cols: list[Column], note: str) -> Table:
@@ -217,7 +230,7 @@ def _cache_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
     ]
     note = (
         "a prompt cache covers a prefix: reads and writes are attributed to the origins in the order the prompt was "
-        "sent; an import does not show that order (unattributed). Calls without a provider's cache split are not "
+        "sent; an export or a client's telemetry does not show that order (unattributed). Calls without a provider's cache split are not "
         "counted"
     )
     return _keyed_view("cache", frame, by, cols, note)

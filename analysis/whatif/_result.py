@@ -4,7 +4,7 @@
 and ``promcp report --html --whatif`` both run); :func:`promcp.analysis.views.whatif.whatif_document` turns a
 result into the document every renderer prints (``--format json``: ``{…meta, "notes": […], "tables": {"summary":
 […], "scaling": […]}}``); :func:`read_result` reads that JSON back, so a report can show a what-if computed earlier
-(``DATASET/whatif.json``) without recomputing it.
+(``DATASET/_whatif.json``) without recomputing it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ from promcp.errors import ConfigError
 from promcp.strategies.routing import Router, Scorer
 
 #: Where ``promcp report --html`` looks for a saved what-if result inside a dataset directory.
-RESULT_FILE: Final = "whatif.json"
+#: A saved what-if result inside its dataset: ``_``-prefixed, so Parquet readers skip it (the dataset holds only
+#: Parquet to them); ``whatif.json`` is still read from datasets saved before.
+RESULT_FILE: Final = "_whatif.json"
+LEGACY_RESULT_FILE: Final = "whatif.json"
 SCALING_COLUMNS: Final = ("n_tools", "strategy", "tokens_per_turn")
 
 

@@ -60,8 +60,19 @@ def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser((argv[0],) if argv and argv[0] in LEAN_COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # a mistyped option: the command's own usage, not the top-level one
+        command = _subparser(parser, getattr(args, "command", None))
+        (command or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     return run_command(args.func, args)
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

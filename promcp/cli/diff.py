@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="compare two runs or datasets: tokens and latency per phase and per origin, with the change",
         description="Compare A with B (each a dataset/run path, or a run id in --dataset): mean tokens and "
         "latency per task by phase and input tokens by origin, with the change B − A. Without A and B: the two "
-        "latest runs of --dataset. Only complete tasks are counted unless --include-incomplete.",
+        "latest runs of --dataset (dry runs left out). Only complete tasks are counted unless --include-incomplete.",
     )
     p.add_argument(
         "sides", nargs="*", metavar="A B", help="two paths or run ids (default: the two latest runs)"
@@ -60,9 +60,13 @@ def _run(args: argparse.Namespace) -> int:
         (path_a, runs_a), (path_b, runs_b) = (_side(s, args.dataset) for s in args.sides)
         labels = list(args.sides)
     elif not args.sides:
-        refs = runs_of(scan(args.dataset))
+        refs = runs_of(scan(args.dataset), dry=False)  # a dry run ran no task: nothing to compare
         if len(refs) < 2:
-            raise ConfigError(f"needs two runs to compare; found {len(refs)}", source=args.dataset)
+            dry = len(runs_of(scan(args.dataset))) - len(refs)
+            also = f" (and {dry} dry run(s), which ran no task)" if dry else ""
+            raise ConfigError(
+                f"needs two runs to compare; found {len(refs)}{also}: give A and B", source=args.dataset
+            )
         path_a = path_b = args.dataset
         runs_a, runs_b = [refs[-2].run_id], [refs[-1].run_id]
         labels = [refs[-2].run_id, refs[-1].run_id]

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from promcp.cli._common import add_content_options, progress, stderr, stdout
 from promcp.collectors import ImportSummary
+from promcp.errors import PromcpError, StorageError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +33,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--tokenizer",
         help="count tokens with this tokenizer (default: approx:claude for Claude exports, o200k_base for ChatGPT)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no problem list")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print nothing but errors (no progress bar, summary or problem list)",
+    )
     p.add_argument(
         "--replace",
         action="store_true",
@@ -49,6 +54,7 @@ def _run(args: argparse.Namespace) -> int:
 
     parse_since(args.since)  # a bad --since fails before any file is read
     summaries: list[ImportSummary] = []
+    refused: list[str] = []  # inputs not imported at all (not an export, unreadable): named at the end
     with progress(bytes_mode=True, disable=True if args.quiet else None) as bar:
         for path in args.paths:
             total = _size(path)
@@ -57,30 +63,68 @@ def _run(args: argparse.Namespace) -> int:
             def tick(done: int, convs: int, task: TaskID = task_id, name: str = path.name) -> None:
                 bar.update(task, completed=done, description=f"{name}: {convs} conversations")
 
-            summaries.append(
-                import_path(
-                    path,
-                    args.out,
-                    fmt=args.format,
-                    tokenizer=args.tokenizer,
-                    since=args.since,
-                    conversation=args.conversation,
-                    progress=tick,
-                    content=args.content,
-                    max_content_bytes=args.max_content_bytes,
-                    replace=args.replace,
+            try:
+                summaries.append(
+                    import_path(
+                        path,
+                        args.out,
+                        fmt=args.format,
+                        tokenizer=args.tokenizer,
+                        since=args.since,
+                        conversation=args.conversation,
+                        progress=tick,
+                        content=args.content,
+                        max_content_bytes=args.max_content_bytes,
+                        replace=args.replace,
+                    )
                 )
-            )
+            except StorageError:
+                raise  # the disk refused: nothing else will import either
+            except PromcpError as exc:  # this input only: the others are still imported
+                refused.append(" ".join(str(exc).split()))
             bar.update(task_id, completed=total)
-    if not args.quiet:
-        for s in summaries:
-            for problem in s.problems.items:
-                stderr().print(
-                    f"[yellow]problem:[/] {escape(str(problem))}",
-                    markup=True,
-                    highlight=False,
-                    soft_wrap=True,
-                )
+    if summaries and not args.quiet:  # --quiet: nothing on stdout, errors and the exit status only
+        _print_summary(summaries)
+        for path in args.paths:
+            _note_unread(path)
+    for line in refused:
+        stderr().print(f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
+    if refused:
+        stderr().print(
+            f"[bold red]error:[/] {len(refused)} of {len(args.paths)} input(s) not imported (named above)"
+            + (f"; the other {len(summaries)} were" if summaries else ""),
+            markup=True,
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 2
+    done = any(s.imported or s.duplicates for s in summaries)
+    return 0 if done or not any(s.problems.items for s in summaries) else 1
+
+
+def _note_unread(path: Path) -> None:
+    """A folder import reads Claude Code sessions (``*.jsonl``): say which other exports it left alone."""
+    if not path.is_dir():
+        return
+    others = sorted(p for p in path.rglob("*.json") if p.is_file())
+    if others:
+        names = ", ".join(p.name for p in others[:5]) + (
+            f" and {len(others) - 5} more" if len(others) > 5 else ""
+        )
+        stdout().print(
+            f"note: {path}: a folder import reads Claude Code sessions (*.jsonl); {len(others)} .json file(s) not "
+            f"read: {names} — name them to import them (promcp import {path}/*.json)",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _print_summary(summaries: list[ImportSummary]) -> None:
+    for s in summaries:
+        for problem in s.problems.items:
+            stderr().print(
+                f"[yellow]problem:[/] {escape(str(problem))}", markup=True, highlight=False, soft_wrap=True
+            )
     stdout().print(_table(summaries))
     out = stdout()
     for line in _reasons(summaries):
@@ -97,8 +141,6 @@ def _run(args: argparse.Namespace) -> int:
             )
         for run_id in s.replaced:
             out.print(f"replaced run {run_id}", highlight=False, soft_wrap=True)
-    done = any(s.imported or s.duplicates for s in summaries)
-    return 0 if done or not any(s.problems.items for s in summaries) else 1
 
 
 def _size(path: Path) -> int:
@@ -117,7 +159,7 @@ def _table(summaries: list[ImportSummary]) -> Table:
             s.format,
             f"{s.bytes / 1e6:.2f}",
             str(s.imported),
-            str(s.skipped),
+            str(s.skipped + len(s.duplicates)),  # a file imported before: skipped whole (note below)
             str(s.tasks),
             str(s.events),
         )

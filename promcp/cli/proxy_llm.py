@@ -24,6 +24,7 @@ __all__ = [
     "BASE_URL_VARS",
     "add_recording_options",
     "api_family",
+    "base_url_hint",
     "open_recorder",
     "parse_listen",
     "public_url",
@@ -95,6 +96,20 @@ def api_family(upstream: str) -> str:
     return "openai" if parts.path.rstrip("/").endswith("/v1") else "anthropic"
 
 
+#: Ollama's own port: its clients read ``OLLAMA_HOST``; OpenAI-compatible ones reach it under ``/v1``.
+OLLAMA_PORT = 11434
+
+
+def base_url_hint(upstream: str, url: str, family: str) -> str:
+    """The line telling a user which variable points their client at the proxy."""
+    parts = urlsplit(upstream)
+    if parts.port == OLLAMA_PORT or parts.path.rstrip("/").endswith("/api"):
+        return (
+            f"export OLLAMA_HOST={url}   (Ollama clients; OpenAI-compatible ones: OPENAI_BASE_URL={url}/v1)"
+        )
+    return f"export {BASE_URL_VARS[family]}={url}"
+
+
 def open_recorder(args: argparse.Namespace, meta: dict[str, Any]) -> Any:
     """The LLM proxy's part of the run named by ``--out`` / ``--run-id`` (or their environment variables)."""
     from promcp.proxy._group import ENV_OUT, ENV_RUN_ID, check_run_id
@@ -141,7 +156,7 @@ def _run(args: argparse.Namespace) -> int:
         ) as proxy:
             err.print(
                 f"promcp proxy llm: {proxy.url} → {public_url(args.upstream)}  (run {rec.run_id}; Ctrl-C stops)\n"
-                f"  export {BASE_URL_VARS[family]}={proxy.url}",
+                f"  {base_url_hint(args.upstream, proxy.url, family)}",
                 highlight=False,
                 markup=False,
                 soft_wrap=True,

@@ -50,7 +50,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "named in a note (see --include-incomplete, --errors, --section tasks). Journals left by a "
         "crashed run are read in place; reading never writes ('promcp finalize DIR' does).",
     )
-    p.add_argument("path", help="dataset directory, run directory, events.parquet or journal file")
+    p.add_argument(
+        "path",
+        nargs="?",
+        default="traces",
+        help="dataset directory, run directory, events.parquet or journal file (default: traces/, as diff)",
+    )
     p.add_argument(
         "--format", choices=list(RENDERERS), default="table", help="output format (default: table)"
     )
@@ -102,7 +107,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=None,
         metavar="RESULT.json",
         help="with --html: draw a what-if result — computed now over the dataset (no value; k=3, hybrid scorer), "
-        "or read from a saved `promcp whatif --format json` file. Default: DATASET/whatif.json if present",
+        "or read from a saved `promcp whatif --format json` file. Default: DATASET/_whatif.json if present",
     )
     p.set_defaults(func=_run)
 

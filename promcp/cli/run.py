@@ -141,6 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     from promcp.analysis.views import TaskProgress
     from promcp.host import config
     from promcp.host.runner import DryBackend, prepare_workspace, run_benchmark, strategy_meta
+    from promcp.store.parquet import scratch_dir
     from promcp.strategies.live import parse_strategy
 
     # a native crash in this process (the model runs in its own) still leaves its Python stack on stderr
@@ -148,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
     err = stderr()
     run_id = new_run_id()
     out: Path = args.out
-    workspace = (out / "workspaces" / run_id).resolve()
+    workspace = scratch_dir(out, "workspaces", run_id).resolve()  # beside the dataset: it holds only Parquet
     bench = config.load(args.benchmark, workspace=workspace)
     strategy = parse_strategy(args.strategy, key="--strategy") if args.strategy else None
     tasks = bench.select(args.tasks, args.limit)
@@ -192,7 +193,7 @@ def _run(args: argparse.Namespace) -> int:
                         recorder=rec,
                         backend=backend,
                         workspace=workspace,
-                        log_dir=out / "logs" / run_id,
+                        log_dir=scratch_dir(out, "logs", run_id),
                         tool_choice=bench.tool_choice,
                         progress=view.update,
                         dry_run=args.dry_run,

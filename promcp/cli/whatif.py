@@ -63,7 +63,7 @@ def _is_catalog(path: Path) -> bool:
         return path.suffix == ".json"
     if path.is_dir():
         if any(path.glob("topology=*")) or any(path.glob("run_id=*")) or (path / "_journal").is_dir():
-            return False  # a promcp dataset (it may hold a saved what-if result, whatif.json)
+            return False  # a promcp dataset (it may hold a saved what-if result, _whatif.json)
         names = {"benchmark_tools.json", "tools.json", *QUERY_FILES}
         return any((path / n).exists() for n in names) or any(path.glob("*.json"))
     return False

@@ -7,7 +7,7 @@ retries and backoff), keeps them for the run, replaces one that crashed or hung,
 
 Servers start with an explicit environment: the SDK's inherited variables (HOME, LOGNAME, PATH, SHELL, TERM,
 USER) are overridden with neutral values, so nothing of the user's environment reaches a server unless the
-benchmark file names it in ``env``. Server stderr goes to ``<out>/logs/<run_id>/<server>.log`` (with stdout lines
+benchmark file names it in ``env``. Server stderr goes to ``<out>.scratch/logs/<run_id>/<server>.log`` (with stdout lines
 that are not JSON-RPC, and the mcp SDK's own log records in ``mcp-sdk.log``), owner-only.
 
 Every server process (stdio servers through :mod:`promcp.host._stdio`, the ``start`` command of an HTTP/SSE server)

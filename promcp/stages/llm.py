@@ -263,7 +263,8 @@ def llm_call_events(call: LLMCall) -> list[Event]:
 
 def context_overflow_event(call: LLMCall, parts: Sequence[Part] | None = None) -> Event | None:
     """The ``context_overflow`` input event when the prompt (``parts``, default :func:`input_parts`) plus one token
-    to generate does not fit ``call.context_window``; ``None`` when it fits or the window is unknown."""
+    to generate does not fit ``call.context_window``; ``None`` when it fits or the window is unknown.
+    ``attrs.overflow_by`` is the prompt's tokens minus the window (0: the prompt fills it, no room to generate)."""
     window = call.context_window
     parts = list(parts) if parts is not None else input_parts(call)
     local = sum(p.tokens for p in parts)
@@ -278,6 +279,6 @@ def context_overflow_event(call: LLMCall, parts: Sequence[Part] | None = None) -
         t_start_ns=call.start.wall_ns,
         t_end_ns=call.start.wall_ns,
         timing_quality=TimingQuality.NONE,
-        attrs={"n_tools": _n_tools(call), "overflow_by": local + 1 - window, **(call.attrs_in or {})},
+        attrs={"n_tools": _n_tools(call), "overflow_by": local - window, **(call.attrs_in or {})},
         **_common(call),
     )

@@ -3,12 +3,18 @@
 Dataset layout (``DIR`` is what ``--out`` names)::
 
     DIR/topology=<topology>/run_id=<run_id>/events.parquet   the events of one run (all columns, identity included)
-    DIR/_content/<run_id>.parquet                            captured content: blob hash, kind, text (optional)
+    DIR/_content/<run_id>.pq                                 captured content: blob hash, kind, text (optional)
     DIR/_journal/<run_id>.jsonl                              runs still being written, or left by a killed process
+    DIR.scratch/{logs,workspaces}/<run_id>/                  beside the dataset: ``promcp run``'s server logs and
+                                                             workspaces (:func:`scratch_dir`)
 
-Directories starting with ``_`` are ignored by Parquet readers, so ``pandas.read_parquet(DIR)`` and DuckDB's
-``read_parquet('DIR/*/*/*.parquet')`` read the events directly. The identity columns are also inside each file
-(dictionary-encoded, which is compatible with the partition keys), so one file is self-describing.
+The only ``*.parquet`` files under ``DIR`` are the events, in the Hive layout: directories starting with ``_`` are
+ignored by Parquet readers, the content files are Parquet named ``.pq`` (so no ``**/*.parquet`` glob mixes them
+in), and nothing else lives inside. ``pandas.read_parquet(DIR)``, ``pyarrow.dataset.dataset(DIR)`` and DuckDB's
+``read_parquet('DIR/**/*.parquet', hive_partitioning = 1)`` read the events directly. The identity columns are also
+inside each file (dictionary-encoded, which is compatible with the partition keys as pandas and
+``pyarrow.parquet`` infer them), so one file is self-describing. Older datasets (``_content/<run_id>.parquet``)
+are still read.
 
 Files are written to a temporary name, fsync'd and renamed into place: a reader never sees a half-written file.
 """
@@ -54,6 +60,34 @@ from promcp.store.journal import (
 
 EVENTS_FILE: Final = "events.parquet"
 CONTENT_DIR: Final = "_content"
+#: The suffix of a content file: Parquet, but not ``.parquet``, so globs for the events never pick it up.
+CONTENT_SUFFIX: Final = ".pq"
+#: Suffixes content files had, newest first (``.parquet`` before 0.2).
+CONTENT_SUFFIXES: Final = (CONTENT_SUFFIX, ".parquet")
+#: Suffix of the directory beside a dataset that holds a run's scratch (server logs, workspaces).
+SCRATCH_SUFFIX: Final = ".scratch"
+
+
+def content_path(root: Path, run_id: str) -> Path:
+    """Where a run's captured content is written."""
+    return root / CONTENT_DIR / f"{run_id}{CONTENT_SUFFIX}"
+
+
+def existing_content(root: Path, run_id: str) -> Path | None:
+    """A run's content file in either layout (None when it has none)."""
+    for suffix in CONTENT_SUFFIXES:
+        path = root / CONTENT_DIR / f"{run_id}{suffix}"
+        if path.exists():
+            return path
+    return None
+
+
+def scratch_dir(root: Path, kind: str, run_id: str) -> Path:
+    """``DIR.scratch/<kind>/<run_id>``: a run's non-Parquet files (``logs``, ``workspaces``), beside the dataset
+    ``DIR`` so that the dataset holds only Parquet."""
+    root = root.absolute()
+    return root.with_name(root.name + SCRATCH_SUFFIX) / kind / run_id
+
 
 ROW_GROUP_ROWS: Final = 65_536
 
@@ -237,7 +271,7 @@ def write_run(
     dest = run_file(root, header.topology, header.run_id)
     content = content_table(blobs)
     if content.num_rows:
-        _atomic_write(content, root / CONTENT_DIR / f"{header.run_id}.parquet")
+        _atomic_write(content, content_path(root, header.run_id))
     _atomic_write(table, dest)
     return dest
 
@@ -511,5 +545,5 @@ def content_files(path: Path) -> list[Path]:
     for candidate in (root, *root.parents[:3]):
         cdir = candidate / CONTENT_DIR
         if cdir.is_dir():
-            return sorted(cdir.glob("*.parquet"))
+            return sorted(p for suffix in CONTENT_SUFFIXES for p in cdir.glob(f"*{suffix}"))
     return []

@@ -51,9 +51,9 @@ from promcp.store.journal import (
     read_journal,
 )
 from promcp.store.parquet import (
-    CONTENT_DIR,
     META_RUN,
     RunFile,
+    existing_content,
     run_file,
     run_table,
     write_run,
@@ -125,8 +125,8 @@ def _existing(root: Path, topology: str, run_id: str) -> tuple[list[Event], dict
     table = pq.read_table(path)
     run = json.loads((table.schema.metadata or {}).get(META_RUN, b"{}"))
     blobs: list[Blob] = []
-    content = root / CONTENT_DIR / f"{run_id}.parquet"
-    if content.exists():
+    content = existing_content(root, run_id)
+    if content is not None:
         for row in pq.read_table(content, columns=["hash", "kind", "text"]).to_pylist():
             blobs.append(Blob(blob=row["hash"], kind=row["kind"], text=row["text"]))
     return events_from_table(table), run, blobs

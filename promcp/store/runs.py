@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from promcp.errors import StorageError
 from promcp.store.files import storage_error
 from promcp.store.journal import JournalHeader, is_live, iter_journals
-from promcp.store.parquet import CONTENT_DIR, EVENTS_FILE, META_RUN
+from promcp.store.parquet import EVENTS_FILE, META_RUN, existing_content
 
 _header = msgspec.json.Decoder(JournalHeader)
 
@@ -57,8 +57,8 @@ def list_runs(root: Path) -> list[RunInfo]:
         info.files.append(journal)
         info.live = info.live or is_live(journal)
     for info in runs.values():
-        content = root / CONTENT_DIR / f"{info.run_id}.parquet"
-        if content.exists():
+        content = existing_content(root, info.run_id)
+        if content is not None:
             info.files.append(content)
     return list(runs.values())
 

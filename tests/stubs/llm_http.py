@@ -125,7 +125,7 @@ class MockAPI(_Script):
 
 
 class StubServer(_Script):
-    def __init__(self, replies: list[Reply] | Replier, *, wire: Wire | None = None) -> None:
+    def __init__(self, replies: list[Reply] | Replier, *, wire: Wire | None = None, port: int = 0) -> None:
         super().__init__(replies, wire=wire)
         stub = self
 
@@ -178,7 +178,7 @@ class StubServer(_Script):
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True

@@ -24,7 +24,6 @@ DOC_FILES = [
     REPO / "README.md",
     *sorted((REPO / "docs").glob("*.md")),
     REPO / "examples" / "README.md",
-    REPO / "traces" / "README.md",
 ]
 #: The width the README's recorded outputs were printed at.
 COLUMNS = "120"
@@ -40,6 +39,12 @@ SKIP: dict[str, str] = {
     "promcp run --topology l-cust benchmark.yaml": "the whole default benchmark (minutes)",
     "promcp run --topology l-cust benchmark.yaml --out examples/default-run --task calc-mul --task time-tokyo "
     "--task dates-sse-between --task everything-http-sum --task multi-days-hours": "records the shipped example",
+    "promcp run --topology l-cust benchmark.yaml --out traces/tour --task calc-mul --task time-tokyo "
+    "--task dates-sse-between --task everything-http-sum --task multi-days-hours": "LLM run: "
+    "tests/integration/test_readme_tour.py runs it and compares its tables with the README",
+    "python examples/scripted_upstream.py --port 8765 &": "a loopback upstream in the background for real Claude "
+    "Code (test_readme_tour starts it and checks it answers)",
+    "SCRIPTED_UPSTREAM=http://127.0.0.1:8765": "a shell variable for the next command",
     "promcp run benchmark.yaml --task calc-mul --task fs-read": "LLM run (minutes on 2 cores)",
     "promcp run benchmark.yaml --task calc-mul --task time-tokyo --out /tmp/diff-demo": "LLM run (the output shown)",
     "promcp diff --dataset /tmp/diff-demo": "needs the two LLM runs above",
@@ -52,7 +57,6 @@ SKIP: dict[str, str] = {
     "promcp run --topology l-cust --backend ollama --model qwen2.5:7b benchmark.yaml": "needs an Ollama server",
     "promcp run --topology l-cust --backend openai --base-url http://127.0.0.1:8080/v1 benchmark.yaml": "needs a "
     "llama.cpp server",
-    "promcp whatif path/to/tool-rot/fixtures --k 3": "placeholder: your copy of tool-rot (test_whatif_reference)",
     "promcp import ~/Downloads/conversations.json --out traces/desktop": "placeholder: your own export",
     "promcp bench convert mcp-bench …": "abbreviated: the full commands are in docs/paper-scale.md",
     "promcp import conversations.json": "placeholder: your own export (fixtures: test_import_formats)",
@@ -107,8 +111,8 @@ SKIP: dict[str, str] = {
     "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_LOG_TOOL_DETAILS=1 claude": "interactive Claude Code "
     "against the real API (test_collect: the same variables, offline)",
     "promcp collect --out fleet &": "a receiver in the background (test_collect_spans: the same round trip)",
-    "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python host.py": "the reader's own instrumented host "
-    "(test_collect_spans: instrument() exporting to the receiver)",
+    "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python examples/host.py": "needs the receiver above "
+    "(test_readme_tour runs examples/host.py; test_collect_spans: instrument() exporting to the receiver)",
     "kill -INT %1": "stops the background receiver above",
     "python -c \"import pandas as pd; print(pd.read_parquet('fleet').sort_values('seq')[['stage','phase','tool',"
     "'latency_ms','footprint_tokens']].to_string(index=False))\"": "reads the dataset the commands above wrote",

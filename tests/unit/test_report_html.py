@@ -228,7 +228,7 @@ def test_dataset_without_timing(tmp_path: Path) -> None:
 
 def test_saved_whatif_result_is_drawn(tmp_path: Path) -> None:
     ds = write_dataset(tmp_path / "ds", synth.events(6, seed=2))
-    (ds / "whatif.json").write_text(
+    (ds / "_whatif.json").write_text(
         json.dumps(
             {
                 "mode": "catalog",
@@ -260,7 +260,7 @@ def test_saved_whatif_result_is_drawn(tmp_path: Path) -> None:
             }
         )
     )
-    assert isinstance(read_result(ds / "whatif.json"), WhatifResult)
+    assert isinstance(read_result(ds / "_whatif.json"), WhatifResult)
     assert main(["report", str(ds), "--html", str(tmp_path / "w.html")]) == 0
     w = embedded(tmp_path / "w.html")["whatif"]
     assert [r["strategy"] for r in w["tables"]["summary"]] == ["full", "topk"]
@@ -286,11 +286,11 @@ def test_whatif_json_reads_back_into_the_same_document(
         saved["mode"] == "dataset" and "left out" in out.err
     )  # a dataset, not a catalog, despite whatif.json
     assert saved["tables"]["summary"] and saved["llm_calls"] > 0
-    (ds / "whatif.json").write_text(out.out)
+    (ds / "_whatif.json").write_text(out.out)
     from promcp.analysis.views import get_renderer
     from promcp.analysis.views.whatif import whatif_document
 
-    again = get_renderer("json").render(whatif_document(read_result(ds / "whatif.json")))
+    again = get_renderer("json").render(whatif_document(read_result(ds / "_whatif.json")))
     assert json.loads(again) == saved
     page = write_html(ds, tmp_path / "p.html")
     assert embedded(page)["whatif"] == saved
@@ -298,8 +298,8 @@ def test_whatif_json_reads_back_into_the_same_document(
 
 def test_a_broken_saved_whatif_is_left_out_with_a_warning(tmp_path: Path) -> None:
     ds = write_dataset(tmp_path / "ds", synth.events(2, seed=4))
-    (ds / "whatif.json").write_text("{not json")
-    with pytest.warns(PromcpWarning, match=r"whatif\.json.*not a JSON what-if result"):
+    (ds / "_whatif.json").write_text("{not json")
+    with pytest.warns(PromcpWarning, match=r"_whatif\.json.*not a JSON what-if result"):
         out = write_html(ds, tmp_path / "p.html")
     assert embedded(out)["whatif"] is None and embedded(out)["header"]["tasks"] == 2
 

@@ -131,7 +131,7 @@ def test_llm_failure_is_one_input_event_and_overflow_is_never_sent() -> None:
     tight = _call(clock, parts=parts, context_window=100, n_tools=0)
     overflow = context_overflow_event(tight)
     assert overflow is not None and overflow.status is Status.CONTEXT_OVERFLOW and overflow.tokens_in == 100
-    assert overflow.attrs == {"n_tools": 0, "overflow_by": 1} and overflow.latency_ms is None
+    assert overflow.attrs == {"n_tools": 0, "overflow_by": 0} and overflow.latency_ms is None
     tight.context_window = 101
     assert context_overflow_event(tight) is None
 

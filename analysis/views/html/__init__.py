@@ -43,7 +43,7 @@ def write_html(
     ``data`` is a dataset path (directory, run directory, ``events.parquet`` or journal) or loaded events;
     ``options`` are :func:`page_data`'s keywords: ``promcp report``'s selection and grouping (``by``, ``sections``,
     ``runs``, ``latest``, ``tasks``, ``include_incomplete``, ``tokenizers``, ``resend_top``), ``whatif`` (default:
-    the result saved as ``whatif.json`` in the dataset directory, if any) and ``limits``.
+    the result saved as ``_whatif.json`` in the dataset directory, if any) and ``limits``.
     """
     page = page_data(data, **options)
     text = render(page)

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from promcp import __version__
-from promcp.analysis.engine import Events, ParquetEvents, as_arrow, outcomes, select
+from promcp.analysis.engine import TASK_EVENT_SQL, Events, ParquetEvents, as_arrow, outcomes, select
 from promcp.analysis.report import DEFAULT_SECTIONS, Report, report
 from promcp.analysis.tables import PHASES
 from promcp.analysis.views.base import MISSING, Document
@@ -115,10 +115,10 @@ def _header(events: Events, rep: Report, dataset: str, selection: dict[str, Any]
 def _runs(events: Events) -> pd.DataFrame:
     return query(
         events,
-        """SELECT CAST(run_id AS VARCHAR) AS run_id, any_value(CAST(topology AS VARCHAR)) AS topology,
+        f"""SELECT CAST(run_id AS VARCHAR) AS run_id, any_value(CAST(topology AS VARCHAR)) AS topology,
                   any_value(CAST(source AS VARCHAR)) AS source, any_value(CAST(benchmark AS VARCHAR)) AS benchmark,
                   string_agg(DISTINCT CAST(model AS VARCHAR), ', ') AS models,
-                  count(*) AS events, count(DISTINCT task_id) AS tasks,
+                  count(*) AS events, count(DISTINCT task_id) FILTER (WHERE {TASK_EVENT_SQL}) AS tasks,
                   sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out,
                   (max(t_end_ns) - min(t_start_ns)) / 1e9 AS wall_s
            FROM ev GROUP BY 1 ORDER BY 1""",
@@ -153,16 +153,19 @@ def _with_outcomes(index: pd.DataFrame, rep: Report, events: Events) -> pd.DataF
 
 
 def find_whatif(dataset: str | Path) -> WhatifResult | None:
-    """The what-if result saved in a dataset directory (``DATASET/whatif.json``), if there is one.
+    """The what-if result saved in a dataset directory (``DATASET/_whatif.json``, or ``whatif.json`` as saved
+    before), if there is one.
 
     A saved file that is not a what-if result is left out with a :class:`~promcp.errors.PromcpWarning` naming it:
     the rest of the page does not depend on it.
     """
-    from promcp.analysis.whatif import RESULT_FILE, read_result
+    from promcp.analysis.whatif._result import LEGACY_RESULT_FILE, RESULT_FILE, read_result
 
     path = Path(dataset)
-    candidate = path / RESULT_FILE if path.is_dir() else None
-    if candidate is None or not candidate.is_file():
+    if not path.is_dir():
+        return None
+    candidate = next((path / n for n in (RESULT_FILE, LEGACY_RESULT_FILE) if (path / n).is_file()), None)
+    if candidate is None:
         return None
     try:
         return read_result(candidate)

@@ -198,7 +198,7 @@ def _whatif_section(page: PageData) -> str:
         return (
             f'<div class="note empty" id="whatif-missing">No what-if result for this dataset.{why} Write the page '
             "with <code>promcp report DATASET --html OUT --whatif</code> to compute one, or save one beside the "
-            "data with <code>promcp whatif DATASET --format json &gt; DATASET/whatif.json</code>.</div>"
+            "data with <code>promcp whatif DATASET --format json &gt; DATASET/_whatif.json</code>.</div>"
         )
     return (
         f'<p class="taskfacts">What-if: {esc(w.header)}.</p>'

@@ -11,7 +11,7 @@ import pandas as pd
 
 from promcp.analysis.engine import Events
 from promcp.analysis.load import attrs_of
-from promcp.analysis.tables import resend_cost
+from promcp.analysis.tables import BUILTIN_SERVER, resend_cost
 from promcp.analysis.views.html._frames import number, query
 
 COLUMNS = (
@@ -88,7 +88,8 @@ def schema_weight(
         "SELECT DISTINCT CAST(run_id AS VARCHAR) AS run_id, CAST(server AS VARCHAR) AS server, "
         "CAST(tool AS VARCHAR) AS tool FROM ev WHERE CAST(stage AS VARCHAR) = 'S3' AND tool IS NOT NULL",
     )
-    hit = set(zip(called["run_id"], called["server"].fillna("—"), called["tool"], strict=True))
+    # a tool call without a server is the client's own tool (its derived S3, e.g. Claude Code's ToolSearch)
+    hit = set(zip(called["run_id"], called["server"].fillna(BUILTIN_SERVER), called["tool"], strict=True))
     merged["called"] = [
         (r, s, t) in hit for r, s, t in zip(merged["run_id"], merged["server"], merged["tool"], strict=True)
     ]

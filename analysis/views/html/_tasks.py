@@ -1,7 +1,8 @@
 """Per-task data of the page: which events make up a task's timeline, the waterfall bars, and the context fill of
 every LLM call.
 
-A task's timeline is its own events plus the session start-up it waited for: ``INIT`` events carry no task, so each
+A task's timeline is its own events plus the session start-up it waited for: session events (``INIT``, and MCP
+protocol or MCP-proxy events without a task id, :data:`promcp.analysis.engine.SESSION_SQL`) carry no task, so each
 is attributed to the first task of its run that starts after it in ``seq`` order — the host
 starts a server when the first task that needs it begins, and an instrumented process initializes its sessions
 before using them. Start-up recorded after a run's last task goes to that last task.
@@ -20,7 +21,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from promcp.analysis.engine import Events, as_arrow
+from promcp.analysis.engine import SESSION_SQL, TASK_EVENT_SQL, Events, as_arrow
 from promcp.analysis.load import attrs_of
 from promcp.analysis.tables import ORIGINS, PHASE_TOKENS, UNOBSERVED, unobserved_sql
 from promcp.analysis.views.html._frames import (
@@ -105,16 +106,16 @@ def _group_index(events: Events) -> pd.DataFrame:
     its event count, start-up attributed."""
     tasks = query(
         events,
-        """SELECT CAST(run_id AS VARCHAR) AS run_id, any_value(CAST(topology AS VARCHAR)) AS topology,
+        f"""SELECT CAST(run_id AS VARCHAR) AS run_id, any_value(CAST(topology AS VARCHAR)) AS topology,
                CAST(task_id AS VARCHAR) AS task, min(seq) AS first_seq,
                count(*) AS events, max("round") AS rounds,
                count(*) FILTER (WHERE coalesce(CAST(status AS VARCHAR), 'ok') <> 'ok') AS problems
-           FROM ev WHERE CAST(stage AS VARCHAR) <> 'INIT' GROUP BY 1, 3""",
+           FROM ev WHERE {TASK_EVENT_SQL} GROUP BY 1, 3""",
     )
     init = query(
         events,
         "SELECT CAST(run_id AS VARCHAR) AS run_id, CAST(topology AS VARCHAR) AS topology, seq "
-        "FROM ev WHERE CAST(stage AS VARCHAR) = 'INIT'",
+        f"FROM ev WHERE {SESSION_SQL}",
     )
     init = attribute_init(init, tasks)
     counts = init.groupby(["run_id", "task"], sort=False).size().rename("init").reset_index()
@@ -180,7 +181,7 @@ def _events_of(events: Events, picked: pd.DataFrame) -> pd.DataFrame:
         events,
         f"""SELECT {select_list(events, EVENT_COLUMNS)}, {unobserved} AS in_{UNOBSERVED} FROM ev
             WHERE CAST(run_id AS VARCHAR) IN ({runs})
-              AND (CAST(stage AS VARCHAR) = 'INIT' OR {group} IN ({keys}))
+              AND ({SESSION_SQL} OR {group} IN ({keys}))
             ORDER BY run_id, seq""",
     )
 
@@ -193,8 +194,8 @@ def task_data(events: Events, limits: Limits) -> TaskData:
     if picked.empty:
         return empty
     rows = _events_of(events, picked)
-    task = rows["task_id"].astype(object)  # INIT events have none: attributed below
-    is_init = rows["stage"] == "INIT"
+    task = rows["task_id"].astype(object)  # session events have none: attributed below
+    is_init = (rows["stage"] == "INIT") | rows["task_id"].isna()
     if is_init.any():
         init = attribute_init(rows.loc[is_init, ["run_id", "seq"]].reset_index(), index)
         task.loc[init["index"].to_numpy()] = init["task"].to_numpy()

@@ -523,7 +523,12 @@ class HttpSessions:
         if name == "endpoint":
             if state.legacy and state.session is None:
                 key = session_query(data)
-                session = self._new(Transport.SSE, ("sse", key) if key else None)
+                # the client may POST to the endpoint before this event is recorded (the stream is relayed to it
+                # first): that POST already opened the session under its key; it is this stream's session
+                session = (self._bound.get(("sse", key)) if key else None) or self._new(
+                    Transport.SSE, ("sse", key) if key else None
+                )
+                session.born_here = True
                 session.first_request = ex.request.received
                 state.session = session
                 assert state.head is not None

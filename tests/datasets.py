@@ -1,0 +1,63 @@
+"""A dataset root holds only Parquet under its Hive layout: every plain Parquet reader opens it.
+
+:func:`reader_problems` opens a dataset root with ``pandas.read_parquet``, ``pyarrow.dataset`` and DuckDB's
+``read_parquet('DIR/**/*.parquet', hive_partitioning = 1)`` and says what failed. ``tests/conftest.py`` runs it at
+the end of every test session over each dataset the tests wrote under pytest's temporary directory, and
+``tests/unit/test_dataset_layout.py`` over the datasets each writer produces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+EVENTS_GLOB = "topology=*/run_id=*/events.parquet"
+#: A test that plants foreign files in a dataset on purpose marks its root with this (hidden) file.
+PLANTED = ".planted-by-a-test"
+
+
+def planted(root: Path) -> Path:
+    """Mark ``root`` as a dataset a test spoiled on purpose: the session-end check leaves it out."""
+    (root / PLANTED).write_text("foreign files planted on purpose\n")
+    return root
+
+
+def dataset_roots(base: Path) -> Iterator[Path]:
+    """Every directory under ``base`` that holds finalized runs (``topology=*/run_id=*/events.parquet``)."""
+    seen: set[Path] = set()
+    for events in base.rglob("events.parquet"):
+        run_dir = events.parent
+        topo_dir = run_dir.parent
+        if not (run_dir.name.startswith("run_id=") and topo_dir.name.startswith("topology=")):
+            continue
+        root = topo_dir.parent
+        if root not in seen and not (root / PLANTED).exists():
+            seen.add(root)
+            yield root
+
+
+def reader_problems(root: Path) -> list[str]:
+    """What each plain Parquet reader says about ``root`` (empty: all three read the same number of rows)."""
+    import duckdb
+    import pandas as pd
+    import pyarrow.dataset as ds
+
+    rows: dict[str, int] = {}
+    problems: list[str] = []
+    readers = {
+        "pandas.read_parquet": lambda: len(pd.read_parquet(root)),
+        "pyarrow.dataset": lambda: ds.dataset(root, format="parquet").count_rows(),
+        "duckdb read_parquet(**/*.parquet, hive_partitioning)": lambda: int(
+            duckdb.sql(
+                f"SELECT count(*) FROM read_parquet('{root.as_posix()}/**/*.parquet', hive_partitioning = 1)"
+            ).fetchall()[0][0]
+        ),
+    }
+    for name, read in readers.items():
+        try:
+            rows[name] = read()
+        except Exception as e:  # what the reader says is the finding
+            problems.append(f"{root}: {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    if len(set(rows.values())) > 1:
+        problems.append(f"{root}: the readers disagree on the rows: {rows}")
+    return problems
