@@ -10,6 +10,7 @@ rows are removed from the run that held them.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ __all__ = ["BATCH_EVENTS", "ImportSummary", "events_of", "import_path", "parse_g
 
 #: progress(bytes read so far, conversations seen so far)
 Progress = Callable[[int, int], None]
+
+#: files up to this size are read once (hashed, then parsed from memory); larger ones are streamed twice
+READ_ONCE_BYTES = 16 << 20
 
 #: a run takes the events of many input files, up to this many (finalizing holds one run in memory)
 BATCH_EVENTS = 100_000
@@ -88,7 +92,9 @@ def _file_conversations(
     progress: Progress | None,
     done: list[int],
     on_spans: Callable[[Any, int], None] | None = None,
+    data: bytes | None = None,
 ) -> Iterator[Conversation]:
+    """The conversations of one file; ``data``: its bytes when the caller already read them (small files)."""
     base = done[0]
     problems.file = file.name
 
@@ -100,7 +106,7 @@ def _file_conversations(
         if progress:
             progress(done[0], done[1])
 
-    with file.open("rb") as raw:
+    with io.BytesIO(data) if data is not None else file.open("rb") as raw:
         reader = SanitizedReader(raw, problems, file.name, on_bytes)
         yield from FORMATS[fmt].read(ReadContext(file, reader, problems, seen, on_spans))
     done[0] = max(done[0], base)
@@ -212,7 +218,13 @@ def import_path(
             summary.files += 1
             try:
                 for conv in _file_conversations(
-                    file, fmt, summary.problems, progress, done, spans.request if spans else None
+                    file,
+                    fmt,
+                    summary.problems,
+                    progress,
+                    done,
+                    spans.request if spans else None,
+                    batch.take_data() if batch is not None else None,
                 ):
                     if conversation is not None and conv.id != conversation:
                         summary.skip("not the requested --conversation")
@@ -284,9 +296,9 @@ class _Batch:
         self.entries: list[Entry | Gone] = []
         #: earlier entries whose rows go once the current run is in place
         self.superseded: list[Entry] = []
-        self.file: tuple[str, int, int, str] | None = (
-            None  # path, size, mtime_ns, sha256 of the file being read
-        )
+        #: path, size, mtime_ns and SHA-256 of the file being read
+        self.file: tuple[str, int, int, str] | None = None
+        self.data: bytes | None = None  # its bytes, when small enough to be read once
 
     def wants(self, file: Path, replace: bool, done: list[int], progress: Progress | None) -> bool:
         """Whether ``file`` must be read (noting why not in the summary when it need not)."""
@@ -301,7 +313,15 @@ class _Batch:
             self.summary.unchanged += 1
             self._skipped_bytes(st.st_size, done, progress)
             return False
-        digest = file_digest(file)
+        if st.st_size <= READ_ONCE_BYTES:  # read once: hashed here, parsed from memory
+            try:
+                self.data = file.read_bytes()
+            except OSError as exc:
+                raise ImportFormatError(f"{file}: cannot read: {exc.strerror or exc}") from None
+            digest = hashlib.sha256(self.data).hexdigest()
+        else:
+            self.data = None
+            digest = file_digest(file)
         holder = self.index.holding(digest)
         if holder is not None and not replace:
             if (
@@ -323,6 +343,7 @@ class _Batch:
                         holder.conversations,
                     )
                 )
+            self.data = None
             self.summary.duplicates.append((file.name, holder.run_id))
             self._skipped_bytes(st.st_size, done, progress)
             return False
@@ -334,6 +355,10 @@ class _Batch:
             self.superseded.append(holder)
         self.file = (key, st.st_size, st.st_mtime_ns, digest)
         return True
+
+    def take_data(self) -> bytes | None:
+        data, self.data = self.data, None
+        return data
 
     def _skipped_bytes(self, size: int, done: list[int], progress: Progress | None) -> None:
         done[0] += size
