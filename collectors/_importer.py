@@ -9,6 +9,7 @@ rows are removed from the run that held them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -254,9 +255,12 @@ def import_path(
                     summary.datasets.extend(spans.close())
             if batch is not None:
                 batch.imported(file, convs, summary.events > events_before)
-    finally:
+    except BaseException:
         if batch is not None:
-            batch.close()
+            batch.abort()
+        raise
+    if batch is not None:
+        batch.close()
     summary.bytes = done[0]
     unparsed = sum(
         1 for x in summary.problems.items if x.kind in ("skipped", INTERNAL) and "not parsed" in x.message
@@ -398,15 +402,20 @@ class _Batch:
         run, self.run = self.run, None
         if run is not None:
             if run.events:
-                result = run.close()
-                if result is not None:
-                    self.summary.datasets.append(result)
+                from promcp.store.parquet import finalize
+
+                run.close(finalize_run=False)  # the journal is fsync'd and closed
+                # the entries point at the run, its journal until finalized: a finalize the disk refuses leaves
+                # a journal the index knows (`promcp finalize` completes it; importing again does not double it)
+                self.index.append(self.entries)
+                self.entries = []
+                self.summary.datasets.append(finalize(run.journal_path))
             else:
                 run.discard()  # nothing from these files (filtered, or traces only: written by _SpanImport)
         self._commit_entries()
 
     def _commit_entries(self) -> None:
-        """The run is in place: record its entries, then remove the rows they replace."""
+        """The run is in place: record its entries (if not yet), then remove the rows they replace."""
         from promcp.store.import_index import Gone
         from promcp.store.runs import RunInfo, drop_conversations, remove_run
 
@@ -433,6 +442,15 @@ class _Batch:
 
     def close(self) -> None:
         self._close_run()
+
+    def abort(self) -> None:
+        """An error stopped the import: the files read completely stay in the run's journal, which is left for
+        ``promcp finalize`` (as the error says) and recorded in the index; the error itself is what the user sees."""
+        run, self.run = self.run, None
+        with contextlib.suppress(Exception):
+            if run is not None:  # kept even without events: the lines before the error (content) stay
+                run.close(finalize_run=False)
+            self._commit_entries()
 
 
 class _SpanImport:

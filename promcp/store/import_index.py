@@ -13,8 +13,9 @@ Layout: ``DIR/_imports/index.jsonl``, append-only, one JSON object a line, writt
 * ``{"gone": run_id, "sha256": h | null}`` — rows of that content (or, with ``sha256`` null, the whole run) were
   removed: entries that pointed there no longer count.
 
-Entries are written only after their run is safely in place (finalized), so a crash mid-import leaves either no
-entry (the file is imported again) or an entry whose run exists. A run deleted by hand is noticed on the lookup
+Entries are written once their run's journal is complete and fsync'd, before it is finalized: a crash mid-import
+leaves either no entry (the file is imported again) or an entry whose run exists (as Parquet, or as a journal that
+readers read in place and ``promcp finalize`` completes). A run deleted by hand is noticed on the lookup
 (its file is gone) and the file is imported again. Datasets from before the index get one built once from the runs'
 ``input_sha256`` metadata (the only time the runs are scanned).
 """

@@ -194,3 +194,27 @@ def test_an_index_line_torn_by_a_crash_is_ignored(tmp_path: Path) -> None:
     with (out / "_imports" / "index.jsonl").open("ab") as fh:
         fh.write(b'{"path": "/x", "si')  # killed mid-write
     assert import_path(path, out).unchanged == 1
+
+
+def test_a_finalize_the_disk_refuses_is_completed_later_without_doubling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from promcp.errors import StorageError
+    from promcp.store.parquet import finalize_pending
+
+    def full(*_a: object, **_k: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    path = _session(tmp_path / "in", 0)
+    out = tmp_path / "ds"
+    with monkeypatch.context() as m:
+        m.setattr("promcp.store.parquet.pq.write_table", full)
+        with pytest.raises(StorageError, match="nothing was lost"):
+            import_path(path, out)
+    assert import_path(path, out).unchanged == 1, "the journal holds it: not imported twice"
+    finalize_pending(out)
+    fresh = tmp_path / "fresh"
+    import_path(path, fresh)
+    assert _rows(out) == _rows(fresh)
