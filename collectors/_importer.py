@@ -331,10 +331,12 @@ class _Batch:
             if (
                 holder.path != key
             ):  # a copy under another name: remembered, so it is not even hashed next time
-                self.entries.append(
-                    Entry(key, st.st_size, st.st_mtime_ns, digest, holder.run_id, holder.topology, self.fmt)
+                copy = Entry(
+                    key, st.st_size, st.st_mtime_ns, digest, holder.run_id, holder.topology, self.fmt
                 )
-            elif (holder.size, holder.mtime_ns) != (st.st_size, st.st_mtime_ns):  # touched, same bytes
+                self.entries.append(copy)
+                self.summary.duplicates.append((file.name, holder.run_id))
+            else:  # touched, same bytes: unchanged, remembered with its new time
                 self.entries.append(
                     Entry(
                         key,
@@ -347,8 +349,8 @@ class _Batch:
                         holder.conversations,
                     )
                 )
+                self.summary.unchanged += 1
             self.data = None
-            self.summary.duplicates.append((file.name, holder.run_id))
             self._skipped_bytes(st.st_size, done, progress)
             return False
         previous = self.index.previous(key)

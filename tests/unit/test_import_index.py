@@ -218,3 +218,15 @@ def test_a_finalize_the_disk_refuses_is_completed_later_without_doubling(
     fresh = tmp_path / "fresh"
     import_path(path, fresh)
     assert _rows(out) == _rows(fresh)
+
+
+def test_a_touched_file_with_the_same_bytes_is_unchanged(tmp_path: Path) -> None:
+    import os
+
+    path = _session(tmp_path / "in", 0)
+    out = tmp_path / "ds"
+    import_path(path, out)
+    os.utime(path, ns=(1, 1))
+    s = import_path(path, out)
+    assert (s.unchanged, s.files, s.duplicates) == (1, 0, [])
+    assert import_path(path, out).unchanged == 1
