@@ -1,7 +1,7 @@
 """promcp.collectors — reconstruct the stages from off-the-shelf clients' exports (topology ``c-ots``).
 
 >>> from promcp.collectors import import_path
->>> summary = import_path("conversations.json", "traces")   # format auto-detected, one run per input file
+>>> summary = import_path("conversations.json", "traces")   # format auto-detected; many files, one run
 >>> summary.imported, summary.skipped, summary.problems.items[:3]
 
 Formats (:data:`FORMATS`): ``claude-ai`` (Claude.ai / Claude Desktop ``conversations.json`` or ``.jsonl``),
@@ -13,7 +13,8 @@ quality and token sources per format: docs/import.md.
 
 from __future__ import annotations
 
-from promcp.collectors._detect import FORMATS, detect_format
+from promcp.collectors._detect import detect_format
+from promcp.collectors._formats import FORMATS
 from promcp.collectors._importer import ImportSummary, events_of, import_path, parse_path
 from promcp.collectors._problems import Problem, Problems
 

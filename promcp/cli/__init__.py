@@ -35,7 +35,9 @@ COMMAND_MODULES = (
 )
 #: Commands a client starts once per server and waits for: only their own module is imported (the others pull
 #: in pandas and DuckDB, seconds of start-up per server).
-LEAN_COMMANDS = ("proxy", "mcp")
+LEAN_COMMANDS = ("proxy", "mcp", "import")
+#: commands whose module has another name (a Python keyword)
+_MODULE_OF = {"import": "import_"}
 
 
 def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -59,7 +61,8 @@ def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser((argv[0],) if argv and argv[0] in LEAN_COMMANDS else None)
+    lean = argv[0] in LEAN_COMMANDS if argv else False
+    parser = build_parser((_MODULE_OF.get(argv[0], argv[0]),) if lean else None)
     args, extra = parser.parse_known_args(argv)
     if extra:  # a mistyped option: the command's own usage, not the top-level one
         command = _subparser(parser, getattr(args, "command", None))

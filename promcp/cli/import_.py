@@ -22,9 +22,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="import Claude.ai / ChatGPT conversations.json or Claude Code sessions as a c-ots dataset",
         description="Reconstruct the S1–S6 stages from off-the-shelf clients' exports: Claude.ai / Claude Desktop "
         "conversations.json (or .jsonl), ChatGPT conversations.json, Claude Code session .jsonl files or a "
-        "~/.claude/projects folder. One run per input file; problems are reported with where they are.",
+        "~/.claude/projects folder. Many files go into one run; importing the same folder again reads only new or "
+        "changed files. Problems are reported with where they are.",
     )
-    p.add_argument("paths", nargs="+", type=Path, help="export files or a Claude Code projects folder")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        help="export files or a Claude Code projects folder (none: the clients' default locations, e.g. "
+        "$CLAUDE_CONFIG_DIR/projects or ~/.claude/projects)",
+    )
     p.add_argument("--format", choices=list(FORMATS), help="force a format instead of detecting it")
     p.add_argument("--out", type=Path, default=Path("traces"), help="dataset directory (default: traces/)")
     p.add_argument("--since", help="only conversations updated at or after this ISO date/time (UTC)")
@@ -41,8 +48,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--replace",
         action="store_true",
-        help="import a file whose content was imported before again, and remove the earlier run "
-        "(default: skip it with a note)",
+        help="import files whose content was imported before again, and remove their earlier rows "
+        "(default: skip them with a note)",
     )
     add_content_options(p)
     p.set_defaults(func=_run)
@@ -55,8 +62,11 @@ def _run(args: argparse.Namespace) -> int:
     parse_since(args.since)  # a bad --since fails before any file is read
     summaries: list[ImportSummary] = []
     refused: list[str] = []  # inputs not imported at all (not an export, unreadable): named at the end
+    targets = _targets(args)
+    if not targets:
+        return 1
     with progress(bytes_mode=True, disable=True if args.quiet else None) as bar:
-        for path in args.paths:
+        for path, fmt in targets:
             total = _size(path)
             task_id = bar.add_task(f"{path.name}: 0 conversations", total=total or None)
 
@@ -68,7 +78,7 @@ def _run(args: argparse.Namespace) -> int:
                     import_path(
                         path,
                         args.out,
-                        fmt=args.format,
+                        fmt=fmt,
                         tokenizer=args.tokenizer,
                         since=args.since,
                         conversation=args.conversation,
@@ -85,20 +95,20 @@ def _run(args: argparse.Namespace) -> int:
             bar.update(task_id, completed=total)
     if summaries and not args.quiet:  # --quiet: nothing on stdout, errors and the exit status only
         _print_summary(summaries)
-        for path in args.paths:
+        for path, _fmt in targets:
             _note_unread(path)
     for line in refused:
         stderr().print(f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
     if refused:
         stderr().print(
-            f"[bold red]error:[/] {len(refused)} of {len(args.paths)} input(s) not imported (named above)"
+            f"[bold red]error:[/] {len(refused)} of {len(targets)} input(s) not imported (named above)"
             + (f"; the other {len(summaries)} were" if summaries else ""),
             markup=True,
             highlight=False,
             soft_wrap=True,
         )
         return 2
-    done = any(s.imported or s.duplicates for s in summaries)
+    done = any(s.imported or s.duplicates or s.unchanged for s in summaries)
     return 0 if done or not any(s.problems.items for s in summaries) else 1
 
 
@@ -132,15 +142,61 @@ def _print_summary(summaries: list[ImportSummary]) -> None:
     for s in summaries:
         for ds in s.datasets:
             out.print(f"wrote {ds}", highlight=False, soft_wrap=True)
+        for line in _incremental(s):
+            out.print(line, highlight=False, soft_wrap=True)
+
+
+def _targets(args: argparse.Namespace) -> list[tuple[Path, str | None]]:
+    """The paths given, or (none given) the default locations that exist on this machine."""
+    if args.paths:
+        return [(path, args.format) for path in args.paths]
+    from promcp.collectors._formats import FORMATS, default_locations
+
+    found: list[tuple[Path, str | None]] = [
+        (folder, fmt) for fmt, folder in default_locations() if args.format in (None, fmt)
+    ]
+    if not found:
+        looked = [str(p) for name, f in FORMATS.items() if args.format in (None, name) for p in f.locations()]
+        stderr().print(
+            f"error: no path given and no client folder found (looked in {', '.join(looked) or 'nothing'}); "
+            "pass the export files or folders to import",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return []
+    for folder, fmt in found:
+        stderr().print(f"importing {folder} ({fmt})", highlight=False, soft_wrap=True)
+    return found
+
+
+def _incremental(s: ImportSummary) -> list[str]:
+    """What the import index decided (docs/import.md, "Importing again")."""
+    lines = []
+    if s.unchanged:
+        lines.append(f"{s.path.name}: {s.unchanged} file(s) unchanged since imported: not read")
+    if s.changed:
+        lines.append(
+            f"{s.path.name}: {len(s.changed)} file(s) changed since imported ({_names(s.changed)}): "
+            "imported again, their earlier rows replaced"
+        )
+    if len(s.duplicates) > 3:
+        lines.append(
+            f"note: {len(s.duplicates)} files hold content imported before (e.g. {s.duplicates[0][0]} in run "
+            f"{s.duplicates[0][1]}): skipped; --replace imports them again and removes their earlier rows"
+        )
+    else:
         for name, run_id in s.duplicates:
-            out.print(
+            lines.append(
                 f"note: {name} was imported before as run {run_id} (same content): skipped; "
-                "--replace imports it again and removes that run",
-                highlight=False,
-                soft_wrap=True,
+                "--replace imports it again and removes its earlier rows"
             )
-        for run_id in s.replaced:
-            out.print(f"replaced run {run_id}", highlight=False, soft_wrap=True)
+    for run_id in s.replaced:
+        lines.append(f"replaced run {run_id}'s rows of the files imported again")
+    return lines
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _size(path: Path) -> int:

@@ -75,3 +75,47 @@ def remove_run(root: Path, run: RunInfo) -> None:
         if path.name == EVENTS_FILE:
             with contextlib.suppress(OSError):
                 path.parent.rmdir()
+
+
+def conversation_of(task_id: str | None) -> str | None:
+    """The conversation an imported task belongs to (task ids are ``<conversation>#<n>``)."""
+    return task_id.rpartition("#")[0] if task_id and "#" in task_id else task_id
+
+
+def drop_conversations(root: Path, topology: str, run_id: str, conversations: set[str]) -> int:
+    """Rewrite one finalized run without the rows of ``conversations`` (atomically); return the rows left.
+
+    Every other row is written back unchanged (same columns, values and order; the run's metadata keeps its
+    header, ``events`` updated). A run left without rows is removed. Used when a changed source file is imported
+    again into another run.
+    """
+    from promcp.store.parquet import _atomic_write, run_file
+
+    path = run_file(root, topology, run_id)
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError) as exc:
+        raise StorageError(
+            f"cannot read run {run_id} to replace its changed rows ({exc})", path=path
+        ) from None
+    keep = [conversation_of(t) not in conversations for t in table.column("task_id").to_pylist()]
+    if all(keep):
+        return int(table.num_rows)
+    if not any(keep):
+        content = root / CONTENT_DIR / f"{run_id}.parquet"
+        remove_run(root, RunInfo(run_id, None, {}, [path, content]))
+        return 0
+    import pyarrow as pa
+
+    kept = table.filter(pa.array(keep))
+    meta = dict(table.schema.metadata or {})
+    run = json.loads(meta.get(META_RUN, b"{}"))
+    run["events"] = kept.num_rows
+    meta[META_RUN] = json.dumps(run, default=str).encode()
+    try:
+        _atomic_write(kept.replace_schema_metadata(meta), path)
+    except OSError as exc:
+        raise storage_error(exc, path, f"cannot rewrite run {run_id}: {{reason}}") from None
+    return int(kept.num_rows)

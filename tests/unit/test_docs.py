@@ -85,6 +85,7 @@ SKIP: dict[str, str] = {
         "placeholder catalog"
     ),
     "promcp import conversations.json --content none": "placeholder: your own export (tests/unit/test_redact.py: every content mode)",
+    "promcp import": "reads this machine's client folders (test_import_index: test_no_path_reads_claude_config_dir)",
     "promcp import conversations.json --replace": "placeholder: your own export (test_importing_the_same_file_twice_is_detected)",
     "promcp proxy config --client claude-code --out traces/claude --write": "edits ~/.claude.json for real Claude Code "
     "(test_real_claude_code_starts_the_wrapped_server: the same steps in a private HOME)",
