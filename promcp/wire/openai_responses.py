@@ -150,11 +150,13 @@ class ResponseStream:
         self._latest: Any = None
         self._items: dict[int, Any] = {}
         self._texts: list[str] = []
+        self.complete = False  # a final event seen
 
     def feed(self, event: Any) -> None:
         kind = get(event, "type")
         if kind in _FINAL_EVENTS:
             self._final = get(event, "response")
+            self.complete = True
         elif kind in ("response.created", "response.in_progress"):
             self._latest = get(event, "response")
         elif kind == "response.output_item.done":
