@@ -200,6 +200,7 @@ class LLMRecording:
             tokenizer=tokenizer,
             pieces=request.pieces,
             schema_keys=_schema_keys(request, ex.api, self.mcp_servers),
+            n_tools=request.n_tools,
             output=output,
             prompt_ms=ex.request.received.ms_to(ex.first_byte) if ex.first_byte is not None else None,
             failure=failure,
@@ -446,12 +447,17 @@ def _result_keys(calls: Sequence[ToolCall], request: ChatRequest) -> dict[str, s
 
 def _schema_keys(request: ChatRequest, api: str, servers: Sequence[str] = ()) -> dict[str, str]:
     """``mcp__server__tool`` (Gemini: ``mcp_server_tool``) → ``server/tool``: the schema part keys the MCP side's
-    tool lists use."""
+    tool lists use (and a Responses namespace's instructions, ``mcp__server#instructions`` →
+    ``server#instructions``)."""
     keys = {}
     for name in request.tool_names:
         mcp = gemini.mcp_tool_of(name, servers) if api == "gemini" else mcp_tool_of(name)
         if mcp is not None:
             keys[name] = f"{mcp[0]}/{mcp[1]}"
+    for piece in request.pieces:
+        space, sep, _ = piece.key.partition("#")
+        if sep and space.startswith("mcp__") and piece.origin is Origin.SCHEMAS:
+            keys[piece.key] = f"{space.removeprefix('mcp__')}#instructions"
     return keys
 
 
