@@ -11,10 +11,10 @@ environment and working directory and stands in the middle of its stdin and stdo
 * **start-up**: the recorder is ready before the server is spawned, so a client that ends the session at any
   moment (``claude mcp list``; Codex sends SIGTERM then SIGKILL about 0.1 s later) is recorded whole. What it
   costs is kept small: neither the CLI path nor the recorder imports rich, pyarrow or pandas (its journal part
-  needs none of them), and the tokenizer — the heaviest load, holding the GIL the relay needs and CPU the
-  server's own start needs — loads on a thread only once the server has answered ``initialize`` and the request
-  after it (``tools/list``), or after 3 s (measured: loading it during the server's start cost the first answer
-  1.6 s on a busy 2-core machine; tests/perf/bench_mcp_startup.py, docs/proxy.md). When the client
+  needs none of them). The tokenizer loads on a thread while the server starts, so that a session's counting is
+  done before the client ends it (loading it only after the server's first answers sped those up, but under
+  heavy load left ``tools/list`` uncounted when Codex killed the proxy; ``_Recording.prepare(warm_after=…)``
+  keeps that option; tests/perf/bench_mcp_startup.py, docs/proxy.md). When the client
   closes its end, pending events are journaled at once: clients kill their servers shortly after (Claude Code:
   SIGINT, SIGTERM, SIGKILL within 0.5 s).
 * **end**: the client closing stdin closes the server's stdin; a client that stops reading gets the server a
@@ -231,7 +231,7 @@ def run_stdio(opts: StdioOptions) -> int:
     """Relay and record one stdio server session; returns the exit status the proxy should exit with."""
     handshake = threading.Event()  # the server answered initialize and the request after it
     # the recorder exists before the server does: a client may end the session (and kill the proxy) at any moment
-    session = _Recording.prepare(opts, warm_after=handshake)
+    session = _Recording.prepare(opts)
     spawn_start = time.perf_counter_ns()
     try:
         child = _spawn(opts.command)
