@@ -11,7 +11,6 @@ import hashlib
 from typing import Final, Literal
 
 from promcp.errors import ConfigError
-from promcp.redact import redact
 
 ContentMode = Literal["full", "redacted", "none"]
 #: ``redacted`` (default) keeps the texts the what-if and tokenizer comparisons recount, minus what must never be
@@ -62,6 +61,8 @@ def stored_text(text: str, size: int, mode: ContentMode, limit: int | None) -> t
     if truncated:
         stored = prefix(text, cap + _MARGIN if mode == "redacted" else cap)
     if mode == "redacted":
+        from promcp.redact import redact  # not at import: `promcp proxy mcp` starts its server first
+
         stored = redact(stored, parse_limit=PARSE_LIMIT)
     if truncated:
         stored = prefix(stored, cap)

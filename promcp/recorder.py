@@ -45,7 +45,6 @@ from promcp.errors import PromcpError, StorageError
 from promcp.events import Event, Topology
 from promcp.redact import DEFAULT_PREVIEW_CHARS, preview
 from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
-from promcp.store.parquet import finalize
 from promcp.store.parts import finalize_group, group_lock, new_part_path
 
 
@@ -402,6 +401,8 @@ class Recorder:
             stopped = self._writer.error
             try:
                 if self.part is None:
+                    from promcp.store.parquet import finalize  # pyarrow: only when the run is written
+
                     self.result_path = finalize(self.journal_path)
                 else:  # merged by the last part to end (None until then)
                     self.result_path = finalize_group(self.out, self.run_id)

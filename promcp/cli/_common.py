@@ -8,25 +8,18 @@ import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from functools import cache
 from types import FrameType
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from typing import TYPE_CHECKING, Any
 
 from promcp._version import __version__
 from promcp.errors import PromcpError, PromcpWarning
-from promcp.store.files import describe
+
+if (
+    TYPE_CHECKING
+):  # rich is imported on first use: ``promcp proxy mcp`` starts its server before anything heavy
+    from rich.console import Console
+    from rich.progress import Progress
 
 #: Exit status for a usage or input error reported by promcp (argparse uses 2 too).
 EXIT_USAGE = 2
@@ -35,16 +28,26 @@ EXIT_INTERRUPTED = 130
 #: Exit status after an internal error (a bug in promcp; sysexits' EX_SOFTWARE).
 EXIT_INTERNAL = 70
 
-_stderr = Console(stderr=True, highlight=False)
-_stdout = Console(highlight=False)
 
-
+@cache
 def stderr() -> Console:
-    return _stderr
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
 
 
+@cache
 def stdout() -> Console:
-    return _stdout
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def escape(text: str) -> str:
+    """``text`` safe inside rich markup."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -60,11 +63,13 @@ def _show_warning(
     line: str | None = None,
 ) -> None:
     if issubclass(category, PromcpWarning):
-        _stderr.print(
+        stderr().print(
             f"[yellow]warning:[/] {escape(str(message))}", markup=True, highlight=False, soft_wrap=True
         )
     else:
-        _stderr.print(warnings.formatwarning(message, category, filename, lineno, line), end="", markup=False)
+        stderr().print(
+            warnings.formatwarning(message, category, filename, lineno, line), end="", markup=False
+        )
 
 
 def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
@@ -79,10 +84,12 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
     except PromcpError as exc:
         # escaped: the message is text, not markup ("[llm.model]", "[--listen]" must not vanish as unknown tags)
         for line in str(exc).splitlines() or [type(exc).__name__]:
-            _stderr.print(f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
+            stderr().print(
+                f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True
+            )
         return EXIT_USAGE
     except KeyboardInterrupt:
-        _stderr.print("[yellow]interrupted[/]: recorded events were finalized", markup=True)
+        stderr().print("[yellow]interrupted[/]: recorded events were finalized", markup=True)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `promcp report | head`
         with contextlib.suppress(Exception):
@@ -92,23 +99,23 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         OSError
     ) as exc:  # the OS refused something promcp's own handling did not expect: one line, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        _stderr.print(
-            f"[bold red]error:[/] {escape(where + describe(exc))}",
+        stderr().print(
+            f"[bold red]error:[/] {escape(where + _describe(exc))}",
             markup=True,
             highlight=False,
             soft_wrap=True,
         )
         return EXIT_USAGE
     except MemoryError:
-        _stderr.print(
+        stderr().print(
             "[bold red]error:[/] out of memory; data recorded before this point is in the dataset's journal",
             markup=True,
             highlight=False,
         )
         return EXIT_USAGE
     except Exception:  # an internal bug: show it, and say so
-        _stderr.print_exception()
-        _stderr.print(
+        stderr().print_exception()
+        stderr().print(
             f"[bold red]internal error[/] in promcp {__version__}: this is a bug, not a problem with your "
             "input; please report it with the traceback above",
             markup=True,
@@ -158,6 +165,17 @@ def progress(*, bytes_mode: bool = False, disable: bool | None = None) -> Iterat
 
     ``bytes_mode`` shows transferred size and speed (for parsing big files); otherwise items done / total.
     """
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     columns: list[Any] = [TextColumn("[progress.description]{task.description}"), BarColumn()]
     if bytes_mode:
         columns += [DownloadColumn(), TransferSpeedColumn()]
@@ -165,6 +183,14 @@ def progress(*, bytes_mode: bool = False, disable: bool | None = None) -> Iterat
         columns += [MofNCompleteColumn()]
     columns += [TimeElapsedColumn(), TimeRemainingColumn()]
     if disable is None:
-        disable = not _stderr.is_terminal
-    with Progress(*columns, console=_stderr, disable=disable, transient=False) as bar:
+        disable = not stderr().is_terminal
+    with Progress(*columns, console=stderr(), disable=disable, transient=False) as bar:
         yield bar
+
+
+def _describe(exc: OSError) -> str:
+    """An I/O error in words (imported here: the store pulls in pyarrow, which ``promcp proxy mcp`` must not
+    load before its server is running)."""
+    from promcp.store.files import describe
+
+    return describe(exc)

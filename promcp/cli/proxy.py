@@ -20,7 +20,7 @@ from pathlib import Path
 from promcp.cli._common import add_content_options
 from promcp.errors import ConfigError
 
-_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "gemini")
+_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "gemini", "codex")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

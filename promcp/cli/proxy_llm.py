@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 from promcp.cli._common import add_content_options
 from promcp.errors import ConfigError
-from promcp.redact import public_url
 
 __all__ = [
     "BASE_URL_VARS",
@@ -177,3 +176,11 @@ def _run(args: argparse.Namespace) -> int:
         soft_wrap=True,
     )
     return 0
+
+
+def public_url(url: str) -> str:
+    """``url`` without credentials (promcp.redact, imported on use: this module is loaded by the lean
+    ``promcp proxy`` path, whose ``proxy mcp`` starts a server before anything heavy)."""
+    from promcp.redact import public_url as strip
+
+    return strip(url)

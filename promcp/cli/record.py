@@ -24,20 +24,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the client with the terminal attached and its base-URL variable pointing at the proxy, then merge "
         "everything into one run (topology c-ots) and print the phase summary. Claude Code's MCP servers are "
         "wrapped through a generated --mcp-config, the Gemini CLI's through the settings of a private "
-        "GEMINI_CLI_HOME "
-        "(nothing on disk is edited). See docs/record.md.",
+        "GEMINI_CLI_HOME, Codex's provider and MCP servers through -c overrides (nothing on disk is edited). "
+        "See docs/record.md.",
     )
     add_recording_options(p)
     p.add_argument(
         "--upstream",
         metavar="URL",
-        help="the LLM API to forward to (default: the client's base-URL variable if set, else the public API)",
+        help="the LLM API to forward to (default: Codex: its provider's base_url; others: the client's base-URL "
+        "variable if set, else the public API)",
     )
     p.add_argument(
         "--api",
         choices=["anthropic", "openai", "gemini"],
         help="which API family the client speaks (default: anthropic for Claude Code, gemini for the Gemini CLI, "
-        "else anthropic and openai)",
+        "openai for Codex, else anthropic and openai)",
     )
     p.add_argument(
         "--no-mcp", action="store_true", help="do not wrap the client's MCP servers (LLM API only)"

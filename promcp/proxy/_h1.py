@@ -9,7 +9,9 @@ what llhttp already validated (no CR/LF in names or values) plus its own constan
 
 A :class:`Reader` turns fed bytes into a queue of events, one message after another (pipelined requests, an
 upstream's informational responses): :class:`Head`, :class:`Data`, :data:`END`. :data:`NEED_DATA` means it needs
-more bytes. A head over ``max_head_bytes`` or bytes llhttp rejects raise :class:`ProtocolError`.
+more bytes. A head over ``max_head_bytes`` or bytes llhttp rejects raise :class:`ProtocolError`. A request head
+that asks for a protocol upgrade (``Connection: upgrade``, ``Upgrade: websocket``) is queued, then nothing more is
+parsed and :attr:`Reader.upgrade` is set: the proxy refuses the upgrade (promcp/proxy/_http.py).
 """
 
 from __future__ import annotations
@@ -102,6 +104,9 @@ class Reader:
             False  # llhttp rejected the bytes or the peer closed mid-message; nothing more is parsed
         )
         self.reusable = True  # false after a HEAD response (the parser's state no longer matches the wire)
+        self.upgrade = (
+            False  # the last head asked for a protocol upgrade (WebSocket); nothing after it is parsed
+        )
 
     # -- httptools callbacks --------------------------------------------------------------------------------------
 
@@ -189,9 +194,11 @@ class Reader:
             return
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
+        except (
+            httptools.HttpParserUpgrade
+        ):  # the head (queued) asks to switch protocols: what follows is not HTTP
             self.broken = True
-            raise ProtocolError("protocol upgrades are not forwarded") from None
+            self.upgrade = True
         except (httptools.HttpParserError, ValueError) as exc:
             self.broken = True
             raise ProtocolError(str(exc) or type(exc).__name__) from None

@@ -15,6 +15,9 @@ One :class:`ReverseProxy` listens on a loopback port and forwards every request 
   (both the Anthropic and the OpenAI SDKs read its message). An upstream that breaks off mid-body makes the proxy
   break off the client's response too (the client sees a truncated body, as it would have without the proxy); a
   client that goes away mid-stream makes the proxy close the upstream response at once.
+* **no protocol upgrades**: a request asking to switch protocols (a WebSocket) gets ``426 Upgrade Required`` — what
+  an upstream without WebSocket answers — and the connection is closed; clients that try a WebSocket first (Codex's
+  Responses WebSocket) fall back to plain HTTP at once, which is forwarded and recorded.
 * **loopback only** unless ``allow_remote=True`` (the CLI's explicit ``--allow-remote`` flag).
 
 Observation: ``observe(request)`` is called once per request when its body is complete, before it is forwarded,
@@ -102,7 +105,13 @@ _HOP_BY_HOP = frozenset(
 _HOP_BY_HOP_BYTES = frozenset(h.encode() for h in _HOP_BY_HOP)
 #: set by the proxy itself: ``host`` names the upstream, ``content-length`` is the length of the body it forwards
 _REWRITTEN = frozenset({b"host", b"content-length"})
-_REASONS = {400: b"Bad Request", 413: b"Payload Too Large", 502: b"Bad Gateway", 504: b"Gateway Timeout"}
+_REASONS = {
+    400: b"Bad Request",
+    413: b"Payload Too Large",
+    426: b"Upgrade Required",
+    502: b"Bad Gateway",
+    504: b"Gateway Timeout",
+}
 _SECRET_NAMES = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 _SECRET_LIKE = re.compile(r"key|token|secret|auth|passw|credential|signature|cookie", re.I)
 
@@ -387,6 +396,9 @@ class ReverseProxy:
                 head = await self._next_event(parser, reader)
                 if not isinstance(head, _h1.Head):
                     break
+                if parser.upgrade:
+                    await self._refuse_upgrade(writer, head)
+                    break
                 if not await self._exchange(parser, reader, writer, head, client):
                     break
         except _h1.ProtocolError as exc:  # before any answer to it: say so, then close
@@ -402,6 +414,16 @@ class ReverseProxy:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _refuse_upgrade(self, writer: asyncio.StreamWriter, head: _h1.Head) -> None:
+        """A request to switch protocols (a WebSocket) is answered as an upstream without WebSocket answers it:
+        ``426 Upgrade Required``, then the connection is closed. The client goes on over plain HTTP, which the proxy
+        records (Codex's Responses WebSocket: measured in docs/record.md)."""
+        self.stats.requests += 1
+        self.stats.errors["upgrade_refused"] = self.stats.errors.get("upgrade_refused", 0) + 1
+        upgrade = next((v for k, v in head.headers if k == b"upgrade"), b"?").decode("latin-1")
+        message = f"promcp proxy: protocol upgrade to {upgrade!r} not supported; use plain HTTP"
+        await self._send_own(writer, 426, message, close=True)
 
     async def _next_event(self, parser: _h1.Reader, reader: asyncio.StreamReader) -> _h1.Event | None:
         """The client's next parsed event; None when it closed."""

@@ -13,7 +13,9 @@ one run (docs/record.md).
    the Gemini CLI, the servers of its user settings go wrapped into the settings of a private ``GEMINI_CLI_HOME``
    that links everything else to the real ``~/.gemini`` (:mod:`promcp.proxy.gemini_cli`). Other clients' servers are
    wrapped once with ``promcp proxy config --write`` (their proxies find this run through ``PROMCP_OUT`` /
-   ``PROMCP_RUN_ID``, which the client passes on to the servers it starts).
+   ``PROMCP_RUN_ID``, which the client passes on to the servers it starts). Codex (promcp/proxy/codex.py): its
+   provider's base URL and every ``[mcp_servers.*]`` entry are redirected with ``-c key=value`` flags put in front
+   of the user's arguments; nothing on disk is edited.
 3. The client runs with the terminal attached and the base-URL variables pointing at the proxies. Ctrl-C reaches
    the client (as it always does: same process group); promcp waits for it. SIGTERM to promcp is passed on.
 4. When the client exits, the LLM proxy's part is closed, the MCP proxies' parts are waited for (a client closes
@@ -37,6 +39,7 @@ from typing import Any
 
 from promcp.errors import ConfigError
 from promcp.proxy._group import ENV_OUT, ENV_RUN_ID
+from promcp.proxy.codex import CodexSetup, codex_setup, is_codex, mcp_overrides
 from promcp.proxy.gemini_cli import gemini_settings, is_gemini
 from promcp.proxy.llm import DEFAULT_UPSTREAMS, LLMProxy
 from promcp.proxy.mcp.clients import CLIENTS, Wrapped, load_config, wrap_servers
@@ -188,6 +191,8 @@ def plan_launch(
     launch = ClientLaunch(list(opts.command), env)
     if opts.wrap_mcp and is_gemini(opts.command):
         return _plan_gemini(launch, opts, cwd, config_file, start_http)
+    if is_codex(opts.command):
+        return _plan_codex(opts, launch, base_urls, start_http)
     if not (opts.wrap_mcp and is_claude_code(opts.command)):
         return launch
     rest, given, strict = _given_mcp_configs(launch.argv[1:])
@@ -273,9 +278,56 @@ def _families(command: Sequence[str]) -> list[str]:
     return ["anthropic", "openai"]
 
 
+def _plan_codex(
+    opts: RecordOptions,
+    launch: ClientLaunch,
+    base_urls: Mapping[str, str],
+    start_http: Callable[[str, str], McpHttpProxy] | None,
+) -> ClientLaunch:
+    """Codex: ``-c`` overrides in front of the user's arguments (promcp/proxy/codex.py); no file is edited."""
+    setup = codex_setup(opts.command, launch.env)
+    flags: list[str] = []
+    if "openai" in base_urls:
+        flags += setup.llm_overrides(base_urls["openai"])
+    if opts.wrap_mcp:
+
+        def listen(name: str, url: str) -> str:
+            assert start_http is not None
+            proxy = start_http(name, url)
+            launch.http_proxies.append(proxy)
+            return f"127.0.0.1:{proxy.port}"
+
+        rec = opts.recorder
+        plan = mcp_overrides(
+            setup.servers,
+            out=rec.out,
+            run_id=rec.run_id,
+            tokenizer=opts.footprint_tokenizer,
+            listen=listen if start_http is not None else None,
+            startup_grace=_int(setup.config.get("mcp_optional_startup_grace_ms")),
+            passthrough=["PYTHONPATH"] if launch.env.get("PYTHONPATH") else [],
+        )
+        flags += plan.overrides
+        launch.wrapped, launch.unwrapped = plan.wrapped, plan.unwrapped
+    launch.argv = [launch.argv[0], *flags, *setup.rest]
+    return launch
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _codex(opts: RecordOptions) -> CodexSetup:
+    return codex_setup(opts.command, os.environ if opts.environ is None else opts.environ)
+
+
 def _upstreams(opts: RecordOptions) -> dict[str, str]:
     """API family → the URL its proxy forwards to."""
     env = os.environ if opts.environ is None else opts.environ
+    if is_codex(opts.command):  # one API: the provider of its config, unless --upstream says otherwise
+        if opts.api not in (None, "openai"):
+            raise ConfigError("Codex speaks the OpenAI API: --api openai (or no --api)")
+        return {"openai": opts.upstream or _codex(opts).upstream}
     families = _families(opts.command)
     if opts.api is not None:
         families = [opts.api]
@@ -332,6 +384,9 @@ def _wait_for_parts(rec: Recorder, timeout_s: float) -> list[Path]:
     deadline = time.monotonic() + timeout_s
     while True:
         live = [p for p in folder.glob("*.jsonl") if is_live(p)] if folder.is_dir() else []
+        # a proxy killed by its client hands its unfinished work to a helper (.handoff-*.pkl until it has journaled
+        # it as a part of its own): wait for it too, or the run is merged without it
+        live += list(folder.glob(".handoff-*.pkl")) if folder.is_dir() else []
         if not live or time.monotonic() >= deadline:
             return live
         time.sleep(0.05)

@@ -32,10 +32,9 @@ import secrets
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import pyarrow.parquet as pq
 
 from promcp.errors import PromcpWarning, RunInProgressError, TraceError
 from promcp.events import Event
@@ -50,14 +49,10 @@ from promcp.store.journal import (
     is_live,
     read_journal,
 )
-from promcp.store.parquet import (
-    META_RUN,
-    RunFile,
-    existing_content,
-    run_file,
-    run_table,
-    write_run,
-)
+
+if TYPE_CHECKING:  # the Parquet side (pyarrow) is imported when a merge or a read needs it: a recording proxy
+    # appends to its journal part without it (docs/proxy.md "start-up")
+    from promcp.store.parquet import RunFile
 
 __all__ = [
     "PARTS_SUFFIX",
@@ -119,6 +114,10 @@ def events_from_table(table: Any) -> list[Event]:
 
 def _existing(root: Path, topology: str, run_id: str) -> tuple[list[Event], dict[str, Any], list[Blob]]:
     """The events, run metadata and content of an earlier merge of this run (empty when there is none)."""
+    import pyarrow.parquet as pq
+
+    from promcp.store.parquet import META_RUN, existing_content, run_file
+
     path = run_file(root, topology, run_id)
     if not path.exists():
         return [], {}, []
@@ -203,6 +202,8 @@ def read_group_in_place(root: Path, run_id: str) -> RunFile | None:
     """Run ``run_id``'s parts (not yet merged, none still written) as one :class:`RunFile` held in memory, as
     :func:`finalize_group` would write it; nothing is written. ``None`` when no part is readable; raises
     :class:`RunInProgressError` while a part is still being written."""
+    from promcp.store.parquet import META_RUN, RunFile, run_table
+
     root = Path(root)
     parts = _parts(parts_dir(root, run_id))
     if any(is_live(p) for p in parts):
@@ -219,6 +220,8 @@ def read_group_in_place(root: Path, run_id: str) -> RunFile | None:
 def finalize_group(root: Path, run_id: str) -> Path | None:
     """Merge run ``run_id``'s parts into its Parquet file; ``None`` while a part is still being written (its
     process merges when it ends) or when there is nothing to merge and no run file."""
+    from promcp.store.parquet import write_run
+
     root = Path(root)
     folder = parts_dir(root, run_id)
     with group_lock(root):

@@ -72,7 +72,12 @@ APIS: tuple[str, ...] = get_args(API)
 
 
 class Accumulator(Protocol):
-    """Folds a streamed response, one event at a time."""
+    """Folds a streamed response, one event at a time. ``complete``: the stream's own end marker was fed (Anthropic
+    ``message_stop``, Chat Completions ``[DONE]``, Responses ``response.completed`` / ``.incomplete`` / ``.failed``,
+    Ollama ``"done": true``) — a client that has read it has the whole response, whatever happens to the bytes of
+    the transport after it (docs/proxy-llm.md "Zero loss")."""
+
+    complete: bool
 
     def feed(self, event: Any) -> None: ...
 

@@ -53,6 +53,7 @@ class ChatRequest:
     failed_results: list[str] = field(default_factory=list)
     result_names: dict[str, str] = field(default_factory=dict)
     side_call: str | None = None
+    n_tools: int | None = None  # callable tools, when not one per schema piece (Responses namespaces)
 
 
 @dataclass(frozen=True)

@@ -204,10 +204,13 @@ class MessageStream:
         self._thinking: list[str] = []
         self._tools: dict[int, list[str]] = {}  # index -> [id, name, json so far]
         self._usage: dict[str, Any] = {}
+        self.complete = False  # message_stop seen
 
     def feed(self, event: Any) -> None:
         kind = get(event, "type")
-        if kind == "message_start":
+        if kind == "message_stop":
+            self.complete = True
+        elif kind == "message_start":
             msg = get(event, "message") or {}
             self.out.model, self.out.response_id = _str(get(msg, "model")), _str(get(msg, "id"))
             self._usage.update(as_dict(get(msg, "usage")))

@@ -281,6 +281,7 @@ class GenerateStream:
         self._thinking: list[str] = []
         self._calls: list[ToolCall] = []
         self._fallback_id = fallback_id
+        self.complete = False  # a chunk with the candidate's finishReason seen (Gemini sends no other end marker)
 
     def feed(self, chunk: Any) -> None:
         out = self.out
@@ -304,6 +305,8 @@ class GenerateStream:
                         str(get(part, "text"))
                     )
             out.finish_reason = _str(get(candidate, "finishReason")) or out.finish_reason
+            if get(candidate, "finishReason"):
+                self.complete = True
         usage = get(chunk, "usageMetadata")
         if usage is not None:
             out.usage = parse_usage(usage)

@@ -73,8 +73,11 @@ class ChatStream:
         self._calls: list[Any] = []
         self._last: dict[str, Any] = {}
         self._fallback_id = fallback_id
+        self.complete = False  # the "done": true object seen
 
     def feed(self, chunk: Any) -> None:
+        if get(chunk, "done"):
+            self.complete = True
         message = get(chunk, "message") or {}
         if get(message, "content"):
             self._texts.append(str(get(message, "content")))

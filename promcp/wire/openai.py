@@ -6,8 +6,9 @@ Request: ``messages`` (``system``/``developer``, ``user``, ``assistant`` with ``
 Response: ``choices[0].message`` (``content``, ``tool_calls`` with JSON-string ``arguments``), ``finish_reason``,
 ``usage`` (``prompt_tokens`` includes ``prompt_tokens_details.cached_tokens``; ``completion_tokens`` includes
 ``completion_tokens_details.reasoning_tokens``). Stream: ``chat.completion.chunk`` objects with ``delta`` content
-and tool-call fragments (by ``index``), and a last chunk with ``usage`` when ``stream_options.include_usage``.
-Only the first choice is read.
+and tool-call fragments (by ``index``), and a last chunk with ``usage`` when ``stream_options.include_usage``; the
+stream ends with ``data: [DONE]`` (fed to :class:`ChatStream` as the string :data:`DONE`). Only the first choice is
+read.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from promcp.wire._common import (
 )
 from promcp.wire._types import ChatRequest, Output, Piece, ToolCall, Usage
 
-__all__ = ["ChatStream", "parse_request", "parse_response", "parse_usage", "tool_text"]
+__all__ = ["DONE", "ChatStream", "parse_request", "parse_response", "parse_usage", "tool_text"]
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
+#: the SSE data of a Chat Completions stream's last event (not JSON)
+DONE = "[DONE]"
 
 
 def tool_text(name: str, description: Any, parameters: Any) -> str:
@@ -184,8 +187,12 @@ class ChatStream:
         self._texts: list[str] = []
         self._calls: dict[int, list[str]] = {}  # index -> [id, name, arguments so far]
         self._fallback_id = fallback_id
+        self.complete = False  # [DONE] seen
 
     def feed(self, chunk: Any) -> None:
+        if chunk == DONE:
+            self.complete = True
+            return
         out = self.out
         out.model = _str(get(chunk, "model")) or out.model
         out.response_id = _str(get(chunk, "id")) or out.response_id

@@ -6,6 +6,21 @@ Request: ``instructions`` (system), ``input`` — a string (the user prompt) or 
 result, by ``call_id``), ``reasoning`` and other items — and ``tools`` (``{"type": "function", name, description,
 parameters}``, or built-in tools by ``type``). With ``previous_response_id`` the earlier turns live on the server and
 are not in the body: only what the body holds can be split by origin.
+
+Codex (the OpenAI Codex CLI) shapes, measured with 0.169.0:
+
+* a **namespace** tool ``{"type": "namespace", "name": "mcp__<server>", "description": <the server's
+  instructions>, "tools": [function tools…]}`` per MCP server (and a few of its own, e.g. ``multi_agent_v1``):
+  one schema piece per inner tool, named ``<namespace>__<tool>`` (``mcp__everything__echo``, keyed
+  ``everything/echo`` by the recorder like the MCP side's tools), plus the description as a schema piece of its
+  own keyed ``<namespace>#instructions`` (a schema-tax component: the server's instructions ride along with its
+  tools); ``n_tools`` counts the callable tools only;
+* the same tools may come in an ``additional_tools`` input item (``role`` developer) instead of ``tools``;
+* the model's call of a namespaced tool carries ``namespace``: the call is named ``<namespace>__<name>``, so it
+  joins the MCP side by name and is never mistaken for a client built-in;
+* Codex's own context messages sent as ``user`` messages — ``<environment_context>`` (working directory, shell,
+  date, sandbox), ``<user_instructions>`` / ``# AGENTS.md instructions`` — are system pieces keyed by their tag,
+  not the user's prompt (:data:`CLIENT_CONTEXT`).
 Response: ``output`` items (``message`` with ``output_text`` parts, ``function_call``, ``reasoning``), ``status``
 (``incomplete_details.reason`` when incomplete), ``usage`` (``input_tokens`` includes
 ``input_tokens_details.cached_tokens``; ``output_tokens_details.reasoning_tokens``). Stream (SSE): typed events —
@@ -24,18 +39,47 @@ from promcp.wire._common import as_dict, compact_json, get, opt_int, parse_argum
 from promcp.wire._types import ChatRequest, Output, Piece, ToolCall, Usage
 from promcp.wire.openai import tool_text
 
-__all__ = ["ResponseStream", "parse_request", "parse_response", "parse_usage"]
+__all__ = ["CLIENT_CONTEXT", "ResponseStream", "namespaced", "parse_request", "parse_response", "parse_usage"]
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _ASSISTANT_ITEMS = frozenset({"function_call", "reasoning", "custom_tool_call"})
 _FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+#: how a client's own context message starts → the key of its system piece (Codex sends these as user messages)
+CLIENT_CONTEXT = {
+    "<environment_context>": "environment_context",
+    "<user_instructions>": "user_instructions",
+    "# AGENTS.md instructions": "user_instructions",
+}
 
 
-def _tool(tool: Any) -> tuple[str, str]:
-    if get(tool, "type", "function") == "function":
+def namespaced(namespace: Any, name: Any) -> str:
+    """The name of tool ``name`` inside ``namespace`` as promcp records it (``mcp__everything`` + ``echo`` →
+    ``mcp__everything__echo``, the form :func:`promcp.stages.link.mcp_tool_of` reads)."""
+    return f"{namespace}__{name}" if namespace else str(name)
+
+
+def _tools(tool: Any) -> list[tuple[str, str, bool]]:
+    """(name, counted text, callable) of one entry of ``tools``: a namespace gives each of its tools, and its
+    description as a piece of its own."""
+    kind = get(tool, "type", "function")
+    if kind == "function":
         name = str(get(tool, "name", ""))
-        return name, tool_text(name, get(tool, "description"), get(tool, "parameters"))
-    return str(get(tool, "name") or get(tool, "type")), compact_json(as_dict(tool))
+        return [(name, tool_text(name, get(tool, "description"), get(tool, "parameters")), True)]
+    if kind == "namespace":
+        space = str(get(tool, "name", ""))
+        out = []
+        if get(tool, "description"):
+            out.append((f"{space}#instructions", str(get(tool, "description")), False))
+        for inner in get(tool, "tools") or ():
+            for name, text, _callable in _tools(inner):
+                out.append((namespaced(space, name), text, True))
+        return out
+    return [(str(get(tool, "name") or get(tool, "type")), compact_json(as_dict(tool)), True)]
+
+
+def _client_context(text: str) -> str | None:
+    head = text.lstrip()
+    return next((key for tag, key in CLIENT_CONTEXT.items() if head.startswith(tag)), None)
 
 
 def parse_request(body: Mapping[str, Any]) -> ChatRequest:
@@ -51,16 +95,25 @@ def parse_request(body: Mapping[str, Any]) -> ChatRequest:
     # leading system/developer messages come before the tools, as in Chat Completions
     lead = 0
     while lead < len(items) and get(items[lead], "role") in _SYSTEM_ROLES:
-        request.pieces.append(Piece(Origin.SYSTEM, "system", text_of(get(items[lead], "content"))))
+        if get(items[lead], "type", "message") == "message":  # (an additional_tools item: the schemas below)
+            request.pieces.append(Piece(Origin.SYSTEM, "system", text_of(get(items[lead], "content"))))
         lead += 1
-    for tool in body.get("tools") or ():
-        name, text = _tool(tool)
-        request.tool_names.append(name)
-        request.pieces.append(Piece(Origin.SCHEMAS, name, text))
+    tools = list(body.get("tools") or ())
+    for item in items:  # Codex may send its tools as an input item
+        if get(item, "type") == "additional_tools":
+            tools += list(get(item, "tools") or ())
+    for tool in tools:
+        for name, text, can_call in _tools(tool):
+            if can_call:
+                request.tool_names.append(name)
+            request.pieces.append(Piece(Origin.SCHEMAS, name, text))
+    request.n_tools = len(request.tool_names)
     first_user, in_assistant_turn = True, False
     for index in range(lead, len(items)):
         item = items[index]
         kind, role = get(item, "type", "message"), get(item, "role")
+        if kind == "additional_tools":  # counted with the schemas above
+            continue
         assistant = role == "assistant" or kind in _ASSISTANT_ITEMS
         if assistant and not in_assistant_turn:
             request.assistant_turns += 1
@@ -71,10 +124,17 @@ def parse_request(body: Mapping[str, Any]) -> ChatRequest:
             request.pieces.append(Piece(Origin.TOOL_RESULTS, str(get(item, "call_id", f"msg:{index}")), text))
         elif kind == "function_call":
             args = parse_arguments(get(item, "arguments", ""))[0]
-            text = compact_json([{"name": get(item, "name"), "arguments": args}])
+            name = namespaced(get(item, "namespace"), get(item, "name"))
+            text = compact_json([{"name": name, "arguments": args}])
             request.pieces.append(Piece(Origin.HISTORY, f"msg:{index}", text))
         elif kind == "message" and role in _SYSTEM_ROLES:
             request.pieces.append(Piece(Origin.SYSTEM, "system", text_of(get(item, "content"))))
+        elif (
+            kind == "message"
+            and role == "user"
+            and (context := _client_context(text_of(get(item, "content"))))
+        ):
+            request.pieces.append(Piece(Origin.SYSTEM, context, text_of(get(item, "content"))))
         elif kind == "message" and role == "user" and first_user:
             first_user = False
             request.pieces.append(Piece(Origin.USER, "prompt", text_of(get(item, "content"))))
@@ -115,9 +175,8 @@ def _item_into(out: Output, item: Any, texts: list[str], thinking: list[str]) ->
         )
     elif kind == "function_call":
         obj, raw = parse_arguments(get(item, "arguments", ""))
-        out.tool_calls.append(
-            ToolCall(str(get(item, "call_id") or get(item, "id", "")), str(get(item, "name", "")), obj, raw)
-        )
+        name = namespaced(get(item, "namespace"), get(item, "name", ""))
+        out.tool_calls.append(ToolCall(str(get(item, "call_id") or get(item, "id", "")), name, obj, raw))
     elif kind == "reasoning":
         thinking.extend(str(get(s, "text", "")) for s in get(item, "summary") or ())
 
@@ -150,11 +209,13 @@ class ResponseStream:
         self._latest: Any = None
         self._items: dict[int, Any] = {}
         self._texts: list[str] = []
+        self.complete = False  # a final event seen
 
     def feed(self, event: Any) -> None:
         kind = get(event, "type")
         if kind in _FINAL_EVENTS:
             self._final = get(event, "response")
+            self.complete = True
         elif kind in ("response.created", "response.in_progress"):
             self._latest = get(event, "response")
         elif kind == "response.output_item.done":

@@ -36,11 +36,13 @@ Wire = Literal["openai", "anthropic", "ollama"]
 @dataclass
 class Drip:
     """A streamed body: ``chunks`` written one by one, ``delay_s`` apart; ``cut_after`` chunks then the connection
-    is dropped without the end of the body (a stream cut mid-way)."""
+    is dropped without the end of the body (a stream cut mid-way); ``end_delay_s`` between the last chunk and the
+    chunked body's terminator (an upstream whose last bytes lag behind its final event)."""
 
     chunks: list[bytes]
     delay_s: float = 0.0
     cut_after: int | None = None
+    end_delay_s: float = 0.0
     sent: list[float] = field(default_factory=list)  # perf_counter() when each chunk was written
 
 
@@ -172,6 +174,8 @@ class StubServer(_Script):
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
                     drip.sent.append(time.perf_counter())
+                if drip.end_delay_s:
+                    time.sleep(drip.end_delay_s)
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 

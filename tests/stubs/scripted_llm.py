@@ -6,7 +6,10 @@ streams (SSE, one chunk per event, as the APIs do) the next step:
 * Anthropic (Claude Code): when the target tool is deferred and not loaded yet, a ``ToolSearch`` call selecting
   it; then a ``tool_use`` of the target with the scripted arguments; once its result is in the conversation, a
   final text answer quoting the start of that result;
-* OpenAI Chat Completions: a streamed tool call of the target (arguments in fragments), then the answer.
+* OpenAI Chat Completions: a streamed tool call of the target (arguments in fragments), then the answer;
+* OpenAI Responses (Codex): a ``function_call`` of the target — inside its ``namespace`` when the client offers the
+  MCP server's tools as one (``mcp__<server>`` holding ``<tool>``, as Codex does) — then the answer; a WebSocket
+  upgrade is refused with ``426`` as an upstream without WebSocket does, other paths get ``404``.
 
 Usage is counted from the request, deterministically, the way a provider reports it: input ≈ request bytes / 4,
 the part already seen by the previous call read from the cache, three quarters of the rest written to it. Every
@@ -118,6 +121,147 @@ class Scripted:
         chunks.append({**openai_chunk(None, usage=usage), "id": f"chatcmpl-{n:04d}"})
         data = [sse([(None, c)]) for c in chunks] + [sse([(None, "[DONE]")])]
         return self._reply(data, n)
+
+
+@dataclass
+class ScriptedResponses(Scripted):
+    """The same model on the Responses API. ``end_delay_s``: the chunked terminator comes that long after
+    ``response.completed`` (a client that hangs up on ``response.completed`` closes before it)."""
+
+    end_delay_s: float = 0.0
+
+    def responses(self, req: Request) -> Reply:
+        if not req.path.rstrip("/").endswith("/responses"):
+            return Reply(404, {"error": {"message": f"no route {req.path}", "type": "not_found"}})
+        if not req.raw:  # GET with Upgrade: websocket — this upstream has no WebSocket
+            return Reply(426, {"error": {"message": "WebSocket not supported", "type": "upgrade_required"}})
+        body = req.body
+        n = next(self._ids)
+        items = list(body.get("input") or ())
+        outputs = [i for i in items if i.get("type") == "function_call_output"]
+        namespace, name = _namespaced(self.tool, _responses_tools(body))
+        response_items: list[dict[str, Any]] = []
+        if outputs:
+            text = self.answer + _output_text(outputs[-1].get("output"))[:60]
+            self.steps.append("answer")
+            response_items.append(
+                {
+                    "id": f"msg_{n:04d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
+        else:
+            text = json.dumps(self.arguments)
+            self.steps.append("tool")
+            call: dict[str, Any] = {
+                "id": f"fc_{n:04d}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": f"call_{n:04d}",
+                "name": name,
+                "arguments": text,
+            }
+            if namespace:
+                call["namespace"] = namespace
+            response_items.append(call)
+        a = self._usage(req, text)
+        total = a["input_tokens"] + a["cache_read_input_tokens"] + a["cache_creation_input_tokens"]
+        usage = {
+            "input_tokens": total,
+            "input_tokens_details": {"cached_tokens": a["cache_read_input_tokens"]},
+            "output_tokens": a["output_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 10},
+            "total_tokens": total + a["output_tokens"],
+        }
+        self.usage.append(usage)
+        rid = f"resp_{n:04d}"
+        done = {
+            "id": rid,
+            "object": "response",
+            "status": "completed",
+            "model": str(body.get("model") or "gpt-scripted"),
+            "output": response_items,
+            "usage": usage,
+        }
+        events: list[tuple[str, dict[str, Any]]] = [
+            (
+                "response.created",
+                {
+                    "type": "response.created",
+                    "response": {**done, "status": "in_progress", "output": [], "usage": None},
+                },
+            ),
+        ]
+        for index, item in enumerate(response_items):
+            events.append(
+                (
+                    "response.output_item.added",
+                    {
+                        "type": "response.output_item.added",
+                        "output_index": index,
+                        "item": {**item, "status": "in_progress"},
+                    },
+                )
+            )
+            if item["type"] == "message":
+                text_ = item["content"][0]["text"]
+                for piece in (text_[: len(text_) // 2], text_[len(text_) // 2 :]):
+                    events.append(
+                        (
+                            "response.output_text.delta",
+                            {
+                                "type": "response.output_text.delta",
+                                "output_index": index,
+                                "content_index": 0,
+                                "item_id": item["id"],
+                                "delta": piece,
+                            },
+                        )
+                    )
+            events.append(
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": index, "item": item},
+                )
+            )
+        events.append(("response.completed", {"type": "response.completed", "response": done}))
+        for seq, (_, event) in enumerate(events):
+            event["sequence_number"] = seq
+        data = [sse([e]) for e in events]
+        self.sent.append(b"".join(data))
+        drip = Drip(data, delay_s=self.delay_s, end_delay_s=self.end_delay_s)
+        return Reply(200, drip, {**SSE_HEADERS, "x-request-id": f"req_{n:04d}"})
+
+
+def _responses_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools of a Responses request: ``tools``, and those an ``additional_tools`` input item carries."""
+    tools = list(body.get("tools") or ())
+    for item in body.get("input") or ():
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            tools += list(item.get("tools") or ())
+    return tools
+
+
+def _namespaced(tool: str, tools: list[dict[str, Any]]) -> tuple[str | None, str]:
+    """(namespace, name) the client offers ``tool`` (``mcp__server__name``) under."""
+    for entry in tools:
+        if entry.get("type") == "namespace":
+            for inner in entry.get("tools") or ():
+                if f"{entry.get('name')}__{inner.get('name')}" == tool:
+                    return str(entry["name"]), str(inner["name"])
+    return None, tool
+
+
+def _output_text(output: Any) -> str:
+    """A tool result's text (past Codex's ``Wall time: … Output:`` header, which differs from run to run)."""
+    if isinstance(output, list):
+        text = " ".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
+    else:
+        text = output if isinstance(output, str) else json.dumps(output)
+    return text.split("Output:", 1)[-1].strip()
 
 
 def _anthropic_results(body: dict[str, Any]) -> dict[str, str]:

@@ -102,6 +102,7 @@ SKIP: dict[str, str] = {
     "promcp record -- claude": "runs Claude Code against the real API (test_record_claude_code: offline)",
     "promcp record -- gemini": "runs the Gemini CLI against the real API (test_record_gemini: offline)",
     'promcp record -- gemini -p "…" -o json': "runs the Gemini CLI against the real API (test_record_gemini)",
+    'promcp record -- codex exec "…"': "runs Codex against the real API (test_record_codex: offline)",
     "promcp import ../shared/data/exports/claude-code-codemie-4c2ddfdc-parallel-tools.jsonl --out traces/cc "
     "--quiet": "reads ../shared beside the repository (test_cost imports the same exports)",
     "promcp report traces/cc --section cost --section cache": "needs the import above (test_cost: the same tables)",

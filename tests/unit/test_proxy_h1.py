@@ -85,7 +85,6 @@ def test_informational_204_and_head_responses_have_no_body() -> None:
         (b"NOT-HTTP\r\n\r\n", "method"),
         (b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", "ontent-"),
         (b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 300_000, "head over"),
-        (b"GET / HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", "upgrade"),
     ],
 )
 def test_bad_bytes_raise_a_protocol_error_and_parse_nothing_more(wire: bytes, message: str) -> None:
@@ -97,6 +96,17 @@ def test_bad_bytes_raise_a_protocol_error_and_parse_nothing_more(wire: bytes, me
     queued = len(reader.events)
     reader.feed(b"GET / HTTP/1.1\r\n\r\n")  # ignored
     assert len(reader.events) == queued
+
+
+def test_an_upgrade_request_is_queued_then_nothing_more_is_parsed() -> None:
+    reader = _h1.Reader(response=False)
+    wire = b"GET /v1/responses HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x05hello"
+    reader.feed(wire)
+    head = reader.next_event()
+    assert isinstance(head, _h1.Head) and head.target == b"/v1/responses"
+    assert reader.upgrade and reader.broken
+    reader.feed(b"GET / HTTP/1.1\r\n\r\n")  # WebSocket bytes or not: never parsed
+    assert all(not isinstance(e, _h1.Head) for e in reader.events)
 
 
 def test_what_the_proxy_writes() -> None:

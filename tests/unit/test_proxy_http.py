@@ -242,6 +242,24 @@ def test_keep_alive_client_connection_and_stale_upstream_connections() -> None:
     assert all(r.outcome is not None and r.outcome.error is None for r in _wait_end(3))
 
 
+def test_a_websocket_upgrade_is_refused_with_426_as_an_upstream_without_websocket_does() -> None:
+    """Codex tries a Responses WebSocket first; 426 makes it fall back to HTTP at once (measured, docs/record.md)."""
+    with StubServer([Reply(200, {})]) as stub, ReverseProxy(stub.url, observe=Recording) as proxy:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+            sock.sendall(
+                b"GET /v1/responses HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\n"
+                b"sec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            )
+            got = b""
+            while piece := sock.recv(65536):  # the proxy closes after its answer
+                got += piece
+        assert proxy.stats.errors == {"upgrade_refused": 1}
+        resp = httpx.post(proxy.url + "/v1/responses", json={})  # plain HTTP still goes through
+    assert got.startswith(b"HTTP/1.1 426 Upgrade Required\r\n") and b"connection: close" in got
+    assert b"'websocket' not supported" in got
+    assert [r.path for r in stub.requests] == ["/v1/responses"] and resp.status_code == 200
+
+
 def test_request_over_the_limit_gets_413_and_is_not_forwarded() -> None:
     with StubServer([Reply(200, {})]) as stub:
         proxy = ReverseProxy(stub.url, observe=Recording, max_request_bytes=1000)

@@ -10,6 +10,7 @@ parsed, tokens are counted and events are built, off the proxy's event loop.
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from promcp.proxy._http import ExchangeObserver, Outcome, ProxyRequest, ProxyRes
 from promcp.stages.clock import Instant
 from promcp.wire import Accumulator, stream_accumulator
 from promcp.wire.framing import NDJSONDecoder, SSEDecoder
+from promcp.wire.openai import DONE
 
 __all__ = ["COUNT_TOKENS", "MAX_BODY_BYTES", "LLMExchange", "api_of"]
 
@@ -55,6 +57,7 @@ class LLMExchange(ExchangeObserver):
         self.request = request
         self.response_head: ProxyResponse | None = None
         self.first_byte: Instant | None = None
+        self.last_byte: Instant | None = None  # the last body chunk was handed to the client
         self.outcome: Outcome | None = None
         self.body = bytearray()  # a non-streamed response body (bounded)
         self.body_dropped = False
@@ -69,6 +72,22 @@ class LLMExchange(ExchangeObserver):
     @property
     def streamed(self) -> bool:
         return self.stream is not None
+
+    def delivered_whole(self) -> bool:
+        """Every byte of a whole response reached the client: a stream whose own end marker was handed over, or a
+        kept body that parses as one JSON document. Whoever then closes first (a client that hangs up as soon as
+        it has read ``response.completed``, before the chunked body's terminator), nothing of the call is lost."""
+        if self.decode_error is not None:
+            return False
+        if self.stream is not None:
+            return self.stream.complete
+        if self.body_dropped or not self.body:
+            return False
+        try:
+            json.loads(bytes(self.body))
+        except ValueError:
+            return False
+        return True
 
     def response(self, response: ProxyResponse) -> None:
         self.response_head = response
@@ -85,6 +104,7 @@ class LLMExchange(ExchangeObserver):
     def chunk(self, data: bytes, at: Instant) -> None:
         if self.first_byte is None:
             self.first_byte = at
+        self.last_byte = at
         if self.decode_error is not None:
             return
         if self._inflate is not None:
@@ -108,7 +128,9 @@ class LLMExchange(ExchangeObserver):
         assert self.stream is not None
         event = frame.json() if isinstance(self._decoder, SSEDecoder) else frame
         if event is None:  # OpenAI's [DONE], or a data line that is not JSON
-            if getattr(frame, "data", "") != "[DONE]":
+            if getattr(frame, "data", "") == DONE:
+                self.stream.feed(DONE)  # the stream's end marker
+            else:
                 self.bad_frames += 1
             return
         self.frames += 1

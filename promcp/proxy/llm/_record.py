@@ -186,15 +186,21 @@ class LLMRecording:
         elif output is not None and output.tool_calls:
             attrs_out["tool_calls"] = tool_calls_attr(output.tool_calls)
         tokenizer = self._tokenizer(request.model)
+        end = outcome.end
+        if _closed_after_end(ex) and ex.last_byte is not None:
+            end = (
+                ex.last_byte
+            )  # the call ended when its last byte reached the client, not when the socket closed
         call = LLMCall(
             provider=_PROVIDERS.get(ex.api),
             model=request.model,
             round=placement.round,
             start=ex.request.received,
-            end=outcome.end,
+            end=end,
             tokenizer=tokenizer,
             pieces=request.pieces,
             schema_keys=_schema_keys(request, ex.api, self.mcp_servers),
+            n_tools=request.n_tools,
             output=output,
             prompt_ms=ex.request.received.ms_to(ex.first_byte) if ex.first_byte is not None else None,
             failure=failure,
@@ -208,7 +214,7 @@ class LLMRecording:
             placement,
             ok=ok,
             tool_calls=output.tool_calls if output is not None else (),
-            end=outcome.end,
+            end=end,
             response_id=output.response_id if output is not None else None,
         )
 
@@ -293,10 +299,14 @@ class LLMRecording:
                 attrs["request_id"] = request_id
         if ex.first_byte is not None:
             attrs["ttfb_ms"] = round(ex.request.received.ms_to(ex.first_byte), 3)
-        if outcome.error == "client_disconnected":
+        error = outcome.error
+        if _closed_after_end(ex):
+            attrs["client_closed_before_terminator"] = True  # recorded whole: the client had every byte
+            error = None
+        elif error == "client_disconnected":
             return None, Failure(Status.CANCELLED, "client_disconnected", outcome.message, attrs), attrs
-        if outcome.error is not None and (head is None or outcome.error != "upstream_cut"):
-            return None, Failure.of(outcome.error, outcome.message, **attrs), attrs
+        if error is not None and (head is None or error != "upstream_cut"):
+            return None, Failure.of(error, outcome.message, **attrs), attrs
         status = outcome.status or 0
         if status >= 400:
             retry_after = head.header("retry-after") if head is not None else None
@@ -309,7 +319,7 @@ class LLMRecording:
         if ex.stream is not None:
             output = ex.stream.result()
             attrs["stream_frames"] = ex.frames
-            if outcome.error == "upstream_cut":
+            if error == "upstream_cut":
                 return None, Failure.of("upstream_cut", outcome.message, **attrs), attrs
             if output.error is not None:
                 return None, Failure.of("stream_error", output.error, **attrs), attrs
@@ -437,13 +447,30 @@ def _result_keys(calls: Sequence[ToolCall], request: ChatRequest) -> dict[str, s
 
 def _schema_keys(request: ChatRequest, api: str, servers: Sequence[str] = ()) -> dict[str, str]:
     """``mcp__server__tool`` (Gemini: ``mcp_server_tool``) → ``server/tool``: the schema part keys the MCP side's
-    tool lists use."""
+    tool lists use (and a Responses namespace's instructions, ``mcp__server#instructions`` →
+    ``server#instructions``)."""
     keys = {}
     for name in request.tool_names:
         mcp = gemini.mcp_tool_of(name, servers) if api == "gemini" else mcp_tool_of(name)
         if mcp is not None:
             keys[name] = f"{mcp[0]}/{mcp[1]}"
+    for piece in request.pieces:
+        space, sep, _ = piece.key.partition("#")
+        if sep and space.startswith("mcp__") and piece.origin is Origin.SCHEMAS:
+            keys[piece.key] = f"{space.removeprefix('mcp__')}#instructions"
     return keys
+
+
+def _closed_after_end(ex: LLMExchange) -> bool:
+    """The client closed the connection after it had received the whole response (the zero-loss rule, the same
+    for every API family): the call is recorded as answered, not cancelled."""
+    outcome = ex.outcome
+    return (
+        outcome is not None
+        and outcome.error == "client_disconnected"
+        and (outcome.status or 0) < 400
+        and ex.delivered_whole()
+    )
 
 
 def _str(value: Any) -> str | None:

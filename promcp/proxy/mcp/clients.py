@@ -20,6 +20,11 @@ client             servers under   where the file is (user level first; project 
                                    macOS ``~/Library/Application Support/Code/User/mcp.json``, Windows
                                    ``%APPDATA%\\Code\\User\\mcp.json``) [``.vscode/mcp.json``]; JSON with
                                    comments; ``type`` ``stdio``/``http``/``sse``; ``inputs`` kept as they are
+``codex``          ``mcp_servers`` ``$CODEX_HOME/config.toml`` (default ``~/.codex/config.toml``), TOML:
+                                   ``[mcp_servers.NAME]`` with ``command``/``args``/``env``/``env_vars`` or
+                                   ``url``; written back with tomlkit (comments and layout kept), each wrapped
+                                   stdio server given ``env_vars`` ``PROMCP_OUT``/``PROMCP_RUN_ID`` (Codex starts
+                                   servers with a fixed environment; see promcp/proxy/codex.py)
 =================  ==============  ==========================================================================
 
 Wrapping a **stdio** server replaces its command by ``promcp proxy mcp --out DIR --name NAME -- COMMAND ARGS…``
@@ -71,6 +76,7 @@ class ClientFormat:
     project_file: str | None
     http_type: str | None  # the "type" an HTTP entry carries (None: the client infers it from "url")
     comments: bool = False  # the file may hold // and /* */ comments and trailing commas (JSONC)
+    toml: bool = False  # the file is TOML (Codex)
 
 
 CLIENTS: dict[str, ClientFormat] = {
@@ -107,12 +113,17 @@ CLIENTS: dict[str, ClientFormat] = {
         "http",
         comments=True,
     ),
+    "codex": ClientFormat(
+        "codex", "mcp_servers", (("", "~/.codex/config.toml"),), ".codex/config.toml", None, toml=True
+    ),
 }
 
 
 def default_path(client: str, platform: str | None = None) -> Path:
     """The user-level config file of ``client`` on this platform."""
     fmt = CLIENTS[client]
+    if client == "codex" and os.environ.get("CODEX_HOME"):
+        return Path(os.environ["CODEX_HOME"]).expanduser() / "config.toml"
     plat = sys.platform if platform is None else platform
     for prefix, template in fmt.user_files:
         if plat.startswith(prefix):
@@ -146,6 +157,11 @@ class Wrapped:
         if project and isinstance(projects, Mapping) and isinstance(projects.get(project), Mapping):
             servers.update(projects[project].get("mcpServers") or {})
         return {"mcpServers": servers}
+
+
+def is_wrapped(entry: Mapping[str, Any]) -> bool:
+    """Whether a server entry already starts ``promcp proxy mcp``."""
+    return _is_wrapped(entry)
 
 
 def _is_wrapped(entry: Mapping[str, Any]) -> bool:
@@ -310,6 +326,12 @@ def strip_jsonc(text: str) -> str:
 
 def load_config(path: Path, client: str) -> dict[str, Any]:
     """A client's config file as a dict (ConfigError naming the file, line and column when it is not JSON)."""
+    if CLIENTS[client].toml:
+        from promcp.proxy.codex import load_toml
+
+        if not path.is_file():
+            raise ConfigError("no such file (give the config file's path as FILE)", source=path)
+        return load_toml(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -357,11 +379,23 @@ def run_config(args: argparse.Namespace) -> int:
         return 0
     if not 0 < args.port < 65536:
         raise ConfigError("--port must be between 1 and 65535", key="--port")
-    config = load_config(path, client)
-    result = wrap_config(config, client, out=args.out, tokenizer=args.tokenizer, port=args.port)
     fmt = CLIENTS[client]
-    doc = result.mcp_servers(fmt, os.getcwd()) if args.mcp_config else result.config
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    if fmt.toml:
+        if args.mcp_config:
+            raise ConfigError(
+                "--mcp-config is for Claude Code's JSON; Codex's config is TOML", key="--mcp-config"
+            )
+        from promcp.proxy.codex import wrap_toml
+
+        load_config(path, client)  # a clear error for a missing file or bad TOML
+        text, result = wrap_toml(
+            path.read_text(encoding="utf-8"), out=args.out, tokenizer=args.tokenizer, port=args.port
+        )
+    else:
+        config = load_config(path, client)
+        result = wrap_config(config, client, out=args.out, tokenizer=args.tokenizer, port=args.port)
+        doc = result.mcp_servers(fmt, os.getcwd()) if args.mcp_config else result.config
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     err = stderr()
     if args.write:
         if backup.exists():

@@ -8,11 +8,15 @@ environment and working directory and stands in the middle of its stdin and stdo
   chunk cut into newline-delimited JSON-RPC frames (:class:`~.frames.LineFrames`) and handed to the
   :class:`~.observer.McpObserver`; a recording error is reported on stderr once and never touches the traffic.
   The server's stderr is the proxy's own (inherited, not copied).
-* **start-up**: the recorder is ready before the server is spawned (loading it takes ~0.5–1 s, paid once per
-  server start), so a client that connects, lists and quits at once (``claude mcp list``) is recorded whole; the
-  tokenizer loads on a thread while the server starts. When the client closes its end, pending events are
-  journaled at once: clients kill their servers shortly after (Claude Code: SIGINT, SIGTERM, SIGKILL within
-  0.5 s).
+* **start-up**: the recorder is ready before the server is spawned, so a client that ends the session at any
+  moment (``claude mcp list``; Codex sends SIGTERM then SIGKILL about 0.1 s later) is recorded whole. What it
+  costs is kept small: neither the CLI path nor the recorder imports rich, pyarrow or pandas (its journal part
+  needs none of them). The tokenizer loads on a thread while the server starts, so that a session's counting is
+  done before the client ends it (loading it only after the server's first answers sped those up, but under
+  heavy load left ``tools/list`` uncounted when Codex killed the proxy; ``_Recording.prepare(warm_after=…)``
+  keeps that option; tests/perf/bench_mcp_startup.py, docs/proxy.md). When the client
+  closes its end, pending events are journaled at once: clients kill their servers shortly after (Claude Code:
+  SIGINT, SIGTERM, SIGKILL within 0.5 s).
 * **end**: the client closing stdin closes the server's stdin; a client that stops reading gets the server a
   broken pipe, as it would without the proxy. When the server exits, the proxy drains its stdout, records what
   was still waiting (a crash mid-call), finalizes its journal part and exits with the server's status — the same
@@ -47,6 +51,10 @@ _DRAIN_S = 2.0
 _PR_SET_PDEATHSIG = 1
 #: how long the proxy counts tokens itself when the session ends before handing the rest to a helper
 _FLUSH_S = 0.15
+#: the tokenizer loads once the server has sent this many messages (the answers to initialize and to the first
+#: request after it, tools/list as a rule), or after _HANDSHAKE_WAIT_S
+_HANDSHAKE_FRAMES = 2
+_HANDSHAKE_WAIT_S = 3.0
 
 
 def _say(text: str) -> None:
@@ -104,6 +112,8 @@ class _Tap:
         self._deliver: Callable[[str, Frame], None] | None = None
         self.first_read_ns: int | None = None
         self.dropped = 0
+        self.frames_seen = 0
+        self.seen_enough: tuple[int, threading.Event] | None = None  # (n, event set once n frames passed)
 
     def feed(self, chunk: bytes, read_ns: int, forwarded_ns: int) -> None:
         if self.first_read_ns is None:
@@ -116,6 +126,9 @@ class _Tap:
             self._hand(frame)
 
     def _hand(self, frame: Frame) -> None:
+        self.frames_seen += 1
+        if self.seen_enough is not None and self.frames_seen >= self.seen_enough[0]:
+            self.seen_enough[1].set()
         deliver = self._deliver
         if deliver is None:
             with self._lock:
@@ -216,7 +229,9 @@ def _exit_like(returncode: int) -> int:
 
 def run_stdio(opts: StdioOptions) -> int:
     """Relay and record one stdio server session; returns the exit status the proxy should exit with."""
-    session = _Recording.prepare(opts)  # before the server starts: a short session must not end unrecorded
+    handshake = threading.Event()  # the server answered initialize and the request after it
+    # the recorder exists before the server does: a client may end the session (and kill the proxy) at any moment
+    session = _Recording.prepare(opts)
     spawn_start = time.perf_counter_ns()
     try:
         child = _spawn(opts.command)
@@ -230,22 +245,18 @@ def run_stdio(opts: StdioOptions) -> int:
     spawn_end = time.perf_counter_ns()
     assert child.stdin is not None and child.stdout is not None
     to_server, to_client = _Tap("client", opts.max_frame), _Tap("server", opts.max_frame)
-    if session is not None:
-        session.spawned(spawn_start, spawn_end, child.pid)
-        session.attach(to_server, to_client)
     server_in, server_out = child.stdin.fileno(), child.stdout.fileno()
     up = _Pump(0, server_in, to_server, "promcp-proxy-client->server")
     down = _Pump(server_out, 1, to_client, "promcp-proxy-server->client")
     client_closed = threading.Event()
+    ready: list[_Recording] = [session] if session is not None else []
 
     def close_server_stdin() -> None:  # the client closed its end: so does the proxy, to the server
         client_closed.set()
         with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
-        if (
-            session is not None
-        ):  # a client ending its session kills its servers soon: hand unfinished work off
-            session.hand_off()
+        if ready:  # a client ending its session kills its servers soon: hand unfinished work off
+            ready[0].hand_off()
 
     def stop_reading_client() -> (
         None
@@ -259,6 +270,7 @@ def run_stdio(opts: StdioOptions) -> int:
         with contextlib.suppress(OSError):
             child.stdout.close()  # type: ignore[union-attr]
 
+    to_client.seen_enough = (_HANDSHAKE_FRAMES, handshake)
     up.on_eof = close_server_stdin
     up.on_broken = stop_reading_client
     down.on_broken = stop_reading_server
@@ -268,12 +280,15 @@ def run_stdio(opts: StdioOptions) -> int:
         forwarded.append(signum)
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signum)
-        if session is not None and signum in (signal.SIGINT, signal.SIGTERM):  # a kill may follow
-            session.hand_off()
+        if ready and signum in (signal.SIGINT, signal.SIGTERM):  # a kill may follow
+            ready[0].hand_off(signalled=True)
 
     for name in FORWARDED_SIGNALS:
         with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread (tests)
             signal.signal(getattr(signal, name), forward)
+    if session is not None:
+        session.spawned(spawn_start, spawn_end, child.pid)
+        session.attach(to_server, to_client)
     up.start()
     down.start()
     ticker = session.start_ticker() if session is not None else None
@@ -305,10 +320,11 @@ class _Recording:
         self.opts, self.observer, self.recorder, self.clock = opts, observer, recorder, clock
 
     @classmethod
-    def prepare(cls, opts: StdioOptions) -> _Recording | None:
+    def prepare(cls, opts: StdioOptions, warm_after: threading.Event | None = None) -> _Recording | None:
         try:
             from promcp.events import Topology, Transport
             from promcp.proxy._group import resolve_target
+            from promcp.proxy.mcp import handoff  # noqa: F401  (imported now: a hand-off may have 0.1 s to happen)
             from promcp.proxy.mcp.observer import McpObserver
             from promcp.recorder import Recorder
             from promcp.stages import SYSTEM_CLOCK
@@ -340,7 +356,7 @@ class _Recording:
             observer.on_error = _say
             # the tokenizer takes ~0.5 s to load: load it while the server starts, not at the first tools/list
             threading.Thread(
-                target=cls._warm, args=(observer,), name="promcp-proxy-tokenizer", daemon=True
+                target=cls._warm, args=(observer, warm_after), name="promcp-proxy-tokenizer", daemon=True
             ).start()
             return cls(opts, observer, recorder, SYSTEM_CLOCK)
         except Exception as exc:  # a dataset folder we cannot write: relay anyway, say so once
@@ -348,7 +364,9 @@ class _Recording:
             return None
 
     @staticmethod
-    def _warm(observer: Any) -> None:
+    def _warm(observer: Any, after: threading.Event | None = None) -> None:
+        if after is not None:
+            after.wait(_HANDSHAKE_WAIT_S)
         try:
             observer.tokenizer()
         except Exception as exc:
@@ -373,15 +391,17 @@ class _Recording:
         except Exception as err:
             _say(f"could not record the failed start ({type(err).__name__}: {err})")
 
-    def hand_off(self) -> None:
-        """Unfinished token counting goes to a detached helper (:mod:`.handoff`): the client may kill us soon."""
+    def hand_off(self, *, signalled: bool = False) -> None:
+        """Unfinished token counting goes to a detached helper (:mod:`.handoff`): the client may kill us soon.
+        ``signalled``: a SIGTERM / SIGINT came, a SIGKILL may follow within 0.1 s (Codex): hand off at once."""
         try:
             from promcp.proxy.mcp.handoff import hand_off
 
-            # most sessions end with little left to count: finish it here if it takes a moment, hand off the rest
-            flusher = threading.Thread(target=self.recorder.flush, name="promcp-proxy-flush", daemon=True)
-            flusher.start()
-            flusher.join(_FLUSH_S)
+            # most sessions end with little left to count: finish it here if it takes a moment
+            if not signalled:
+                flusher = threading.Thread(target=self.recorder.flush, name="promcp-proxy-flush", daemon=True)
+                flusher.start()
+                flusher.join(_FLUSH_S)
             hand_off(self.recorder)
         except Exception as exc:
             _say(f"could not hand off the remaining events ({type(exc).__name__}: {exc})")
