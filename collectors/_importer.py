@@ -432,8 +432,11 @@ class _Batch:
                 gone.append(Gone(old.run_id, None if left == 0 else old.sha256))
             elif old.size == -1:  # a run from before the index: one run per input file
                 run_dir = self.root / f"topology={old.topology}" / f"run_id={old.run_id}"
-                content = self.root / "_content" / f"{old.run_id}.parquet"
-                remove_run(self.root, RunInfo(old.run_id, None, {}, [run_dir / "events.parquet", content]))
+                from promcp.store.parquet import existing_content
+
+                content = existing_content(self.root, old.run_id)
+                files = [run_dir / "events.parquet", *([content] if content is not None else [])]
+                remove_run(self.root, RunInfo(old.run_id, None, {}, files))
                 gone.append(Gone(old.run_id, None))
             else:  # a copy of content another file brought: nothing of its own to remove
                 continue

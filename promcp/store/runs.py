@@ -104,8 +104,8 @@ def drop_conversations(root: Path, topology: str, run_id: str, conversations: se
     if all(keep):
         return int(table.num_rows)
     if not any(keep):
-        content = root / CONTENT_DIR / f"{run_id}.parquet"
-        remove_run(root, RunInfo(run_id, None, {}, [path, content]))
+        content = existing_content(root, run_id)
+        remove_run(root, RunInfo(run_id, None, {}, [path] if content is None else [path, content]))
         return 0
     import pyarrow as pa
 

@@ -281,7 +281,9 @@ class GenerateStream:
         self._thinking: list[str] = []
         self._calls: list[ToolCall] = []
         self._fallback_id = fallback_id
-        self.complete = False  # a chunk with the candidate's finishReason seen (Gemini sends no other end marker)
+        self.complete = (
+            False  # a chunk with the candidate's finishReason seen (Gemini sends no other end marker)
+        )
 
     def feed(self, chunk: Any) -> None:
         out = self.out

@@ -9,9 +9,9 @@ import pytest
 
 from promcp import tokenizers
 from promcp.analysis import whatif
-from promcp.strategies.routing import Bm25Index, words
 from promcp.cli import main
 from promcp.errors import ConfigError
+from promcp.strategies.routing import Bm25Index, words
 
 TOOLS = [
     {
