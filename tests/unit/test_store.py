@@ -258,3 +258,44 @@ def test_a_dataset_written_by_schema_v1_loads_with_the_new_columns_null(tmp_path
     assert str(df["cache_read_tokens"].dtype) == "Int64"
     rep = report(tmp_path / "old", sections=["phases"])
     assert rep.tasks == 1
+
+
+def _run_with(out: Path, run_id: str, tasks: list[str], *, finalize_run: bool) -> Path | None:
+    rec = Recorder(out, run_id=run_id, topology="c-cust", source="otlp:spans")
+    rec.emit_many([Event(stage=Stage.S1, task_id=t, t_start_ns=i) for i, t in enumerate(tasks)])
+    return rec.close(finalize_run=finalize_run)
+
+
+def test_finalize_merges_a_journal_whose_run_file_holds_other_events(tmp_path: Path) -> None:
+    """A killed process's journal, and a Parquet file a later process wrote for the same run id: ``promcp
+    finalize`` merges the two (it used to delete the journal as "already finalized")."""
+    from promcp.store.parquet import finalize_pending
+
+    _run_with(tmp_path, "r", ["killed-1", "killed-2"], finalize_run=False)  # left by the killed process
+    elsewhere = tmp_path / "later"
+    written = _run_with(elsewhere, "r", ["later-1"], finalize_run=True)
+    assert written is not None
+    dest = tmp_path / written.relative_to(elsewhere)
+    dest.parent.mkdir(parents=True)
+    written.rename(dest)  # the later process's run file, same run id
+    finalize_pending(tmp_path)
+    df = pa_.load(tmp_path)
+    assert sorted(df["task_id"]) == ["killed-1", "killed-2", "later-1"]
+    assert not list((tmp_path / JOURNAL_DIR).rglob("*.jsonl"))
+    finalize_pending(tmp_path)  # idempotent
+    assert len(pa_.load(tmp_path)) == 3
+
+
+def test_finalize_still_removes_a_journal_already_in_its_run_file(tmp_path: Path) -> None:
+    from promcp.store.parquet import finalize_pending
+
+    rec = Recorder(tmp_path, run_id="r", topology="c-cust", source="x")
+    rec.emit(Event(stage=Stage.S1, task_id="t"))
+    rec.close(finalize_run=False)
+    copy = rec.journal_path.read_bytes()
+    from promcp.store.parquet import finalize
+
+    finalize(rec.journal_path)
+    rec.journal_path.write_bytes(copy)  # a finalize that died after writing the run file
+    finalize_pending(tmp_path)
+    assert len(pa_.load(tmp_path)) == 1 and not rec.journal_path.exists()
