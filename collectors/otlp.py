@@ -29,7 +29,6 @@ provider's, so every input token lands in the unobserved ``system`` part, as in 
 from __future__ import annotations
 
 import base64
-import json
 import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -42,6 +41,7 @@ from promcp.collectors.otlp_gemini import GeminiCliSessions
 from promcp.errors import ImportFormatError
 from promcp.events import TimingQuality, TokenSource
 from promcp.wire import Usage
+from promcp.wire.json_bounds import loads as bounded_json
 
 __all__ = ["ClaudeCodeSessions", "LogRecord", "decode_request", "log_records", "request_kind"]
 
@@ -125,7 +125,7 @@ def decode_request(kind: str, body: bytes, content_type: str, encoding: str = ""
         return message
     if media == "application/json":
         try:
-            doc = json.loads(data)
+            doc = bounded_json(data)
         except ValueError as exc:
             raise ImportFormatError(f"not JSON: {exc}") from None
         return _from_json(kind, doc)
@@ -215,7 +215,7 @@ def _tool_names(rec: LogRecord) -> tuple[str, str, str | None, bool]:
     params: Any = rec.attrs.get("tool_parameters")
     if isinstance(params, str):
         try:
-            params = json.loads(params)
+            params = bounded_json(params)
         except ValueError:
             params = None
     if isinstance(params, dict) and params.get("mcp_server_name"):

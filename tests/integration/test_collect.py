@@ -205,3 +205,56 @@ def test_a_collector_file_export_imports_to_the_same_events(tmp_path: Path) -> N
     imported = pa.load(tmp_path / "imported")[keep].reset_index(drop=True)
     collected = pa.load(tmp_path / "collected")[keep].reset_index(drop=True)
     assert imported.equals(collected) and imported["stage"].tolist() == ["S1", "S6", "S5", "S6", "S5", "S6"]
+
+
+def test_a_stopped_recording_worker_makes_the_receiver_answer_503_and_say_why(tmp_path: Path) -> None:
+    """The worker dies (here: the dataset's _journal is a file, so nothing can be journaled): the request it was
+    recording is counted lost and said; every later one gets 503 naming the reason, never a 200 nobody records."""
+    (tmp_path / "_journal").write_text("not a folder")
+    said: list[str] = []
+    col = Collector(tmp_path, port=0, say=said.append).start()
+    url = "http://{}:{}/v1/logs".format(*col.address)
+    proto = {"content-type": "application/x-protobuf"}
+    try:
+        assert httpx.post(url, content=_request(1, "a"), headers=proto).status_code == 200
+        deadline = time.monotonic() + 10
+        while col.stopped is None and time.monotonic() < deadline:
+            httpx.post(url, content=_request(1, "b"), headers=proto)  # the prompt of "a" finishes
+            time.sleep(0.05)
+        refused = httpx.post(url, content=_request(1, "c"), headers=proto)
+    finally:
+        col.stop()
+    assert refused.status_code == 503 and "recording worker stopped" in refused.json()["message"]
+    assert any("recording worker stopped" in line and "_journal" in line for line in said), said
+
+
+def test_bodies_waiting_for_the_worker_are_bounded_in_bytes(tmp_path: Path) -> None:
+    """A flood of large bodies gets 503 once the bytes read and queued pass max_pending (the memory flood that
+    killed the worker with MemoryError), and every request answered 200 is recorded."""
+    col = Collector(tmp_path, port=0, max_pending=1_000_000)
+    col._serving.start()  # the worker is not running yet: what is acknowledged waits in memory
+    url = "http://{}:{}/v1/logs".format(*col.address)
+    proto = {"content-type": "application/x-protobuf"}
+    big = [_request(1500, f"s{i}") for i in range(4)]
+    assert all(300_000 < len(b) < 500_000 for b in big), [len(b) for b in big]
+    codes = [httpx.post(url, content=b, headers=proto).status_code for b in big]
+    col._worker.start()
+    stats = col.stop()
+    assert codes[:2] == [200, 200] and 503 in codes[2:], codes
+    df = pa.load(tmp_path)
+    assert df["task_id"].str.split(":").str[0].nunique() == codes.count(200) and stats.lost == 0
+
+
+def test_a_body_nested_thousands_deep_is_a_400_not_a_dropped_connection(tmp_path: Path) -> None:
+    col = Collector(tmp_path, port=0).start()
+    url = "http://{}:{}/v1/logs".format(*col.address)
+    try:
+        deep = httpx.post(url, content=b'{"a":' * 5000 + b"1" + b"}" * 5000,
+                          headers={"content-type": "application/json"})  # fmt: skip
+        deep_list = httpx.post(url, content=b"[" * 100_000 + b"]" * 100_000,
+                               headers={"content-type": "application/json"})  # fmt: skip
+        good = httpx.post(url, content=_request(1), headers={"content-type": "application/x-protobuf"})
+    finally:
+        stats = col.stop()
+    assert deep.status_code == 400 and "nested deeper" in deep.json()["message"]
+    assert deep_list.status_code == 400 and good.status_code == 200 and stats.rejected == {400: 2}

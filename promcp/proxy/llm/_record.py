@@ -12,7 +12,6 @@ MCP proxy recorded the real ``tools/call``, the run's merge joins it to the call
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import re
@@ -43,6 +42,7 @@ from promcp.wire import (
     parse_request,
     parse_response,
 )
+from promcp.wire.json_bounds import loads as bounded_json
 
 __all__ = ["SESSION_HEADERS", "Counters", "LLMRecording"]
 
@@ -158,7 +158,7 @@ class LLMRecording:
         outcome = ex.outcome
         assert outcome is not None
         try:
-            body = json.loads(ex.request.body)
+            body = bounded_json(ex.request.body)
             if not isinstance(body, dict):
                 raise ValueError("not a JSON object")
             request = parse_request(ex.api, body)
@@ -317,7 +317,7 @@ class LLMRecording:
         if ex.body_dropped:
             return None, Failure.of("unreadable_response", "response body over the size kept", **attrs), attrs
         try:
-            doc = json.loads(bytes(ex.body))
+            doc = bounded_json(bytes(ex.body))
         except ValueError:
             return None, Failure.of("unreadable_response", "response body is not JSON", **attrs), attrs
         output = parse_response(ex.api, doc)
