@@ -223,6 +223,7 @@ class Collector:
         self._conversations(done)
 
     def _conversations(self, conversations: list[Any]) -> None:
+        self.stats.unplaced = self.sessions.unplaced
         if conversations:
             events, tasks = self.runs.conversations(conversations)
             self.stats.events += events
