@@ -297,3 +297,38 @@ def test_cli_proxy_runs_until_sigterm_and_finalizes(tmp_path: Path) -> None:
     assert "1 LLM call(s) in 1 task(s)" in rest
     df = pa.load(tmp_path)
     assert df.stage.tolist() == ["S1", "S6"] and set(df.source) == {"proxy:llm"}
+
+
+def test_bodies_nested_thousands_deep_are_relayed_and_recorded_as_unparsed(tmp_path: Path) -> None:
+    """A tool input or a tool result nested 5,000–100,000 deep: the client gets the upstream's answer and every
+    call has its event (``unparsed_request``), never a RecursionError with no event at all."""
+
+    def nested(depth: int) -> str:
+        return '{"a":' * depth + "1" + "}" * depth
+
+    def body(depth: int, where: str) -> bytes:
+        deep = nested(depth)
+        if where == "input":
+            blocks = f'[{{"type":"tool_use","id":"t1","name":"x","input":{deep}}}]'
+            messages = f'[{{"role":"user","content":"hi"}},{{"role":"assistant","content":{blocks}}}]'
+        else:
+            result = f'[{{"type":"tool_result","tool_use_id":"t1","content":[{{"type":"text","text":"x","d":{deep}}}]}}]'
+            messages = f'[{{"role":"user","content":{result}}}]'
+        return f'{{"model":"claude-sonnet-4-5","max_tokens":10,"messages":{messages}}}'.encode()
+
+    cases = [(5_000, "input"), (100_000, "result"), (20_000, "input")]
+    text = [{"type": "text", "text": "ok"}]
+    replies = [Reply(200, anthropic_reply(text, stop="end_turn")) for _ in range(len(cases) + 1)]
+
+    def send(c: Any, url: str) -> list[int]:
+        codes = [
+            c.post(url + "/v1/messages", content=body(d, w), headers=HEADERS).status_code for d, w in cases
+        ]
+        codes.append(c.post(url + "/v1/messages", json=MESSAGES, headers=HEADERS).status_code)
+        return codes
+
+    codes, df = record(tmp_path, replies, send)
+    assert codes == [200, 200, 200, 200]
+    unparsed = df[df["error_type"] == "unparsed_request"]
+    assert len(unparsed) == 3 and all("nested deeper" in p for p in unparsed["resp_preview"])
+    assert df[df["stage"] == "S6"]["tokens_out"].notna().all()  # the normal call after them is whole

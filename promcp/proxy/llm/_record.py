@@ -119,10 +119,15 @@ class LLMRecording:
                 if exchange is None:
                     return
                 self._record(exchange)
-            except Exception as exc:  # never lose the worker: say which exchange could not be recorded
+            except Exception as exc:  # never lose the worker, nor the call: an event says it was not readable
                 where = f"{exchange.request.method} {exchange.request.path}" if exchange is not None else "?"
                 self.errors.append(f"{where}: {type(exc).__name__}: {exc}")
-                log.exception("promcp proxy llm: could not record %s", where)
+                log.warning("promcp proxy llm: could not record %s: %s: %s", where, type(exc).__name__, exc)
+                if exchange is not None and exchange.outcome is not None:
+                    try:
+                        self._unparsed(exchange, f"could not be recorded: {type(exc).__name__}: {exc}"[:300])
+                    except Exception as again:  # the recorder itself failed: said above, counted in errors
+                        self.errors.append(f"{where}: not recorded either: {again}")
             finally:
                 self._queue.task_done()
 
