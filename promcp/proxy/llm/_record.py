@@ -314,6 +314,11 @@ class LLMRecording:
         if ex.stream is not None:
             output = ex.stream.result()
             attrs["stream_frames"] = ex.frames
+            if (
+                ex.skipped_frames
+            ):  # a long stream: its middle counted, not read (promcp/proxy/llm/_exchange.py)
+                attrs["stream_frames_not_read"] = ex.skipped_frames
+                attrs["stream_bytes_not_read"] = ex.skipped_bytes
             if outcome.error == "upstream_cut":
                 return None, Failure.of("upstream_cut", outcome.message, **attrs), attrs
             if output.error is not None:
