@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from promcp.errors import PromcpWarning, RunInProgressError, TraceError
 from promcp.events import Event
 from promcp.stages.link import link_tool_calls
+from promcp.store.files import make_dirs
 from promcp.store.journal import (
     JOURNAL_DIR,
     JOURNAL_SUFFIX,
@@ -90,7 +91,7 @@ def group_lock(root: Path) -> Iterator[None]:
     """Exclusive lock on the dataset's ``_journal`` folder (waits): held while a part is created and while parts
     are merged. Merges are rare and short, so one lock for every run of a dataset is enough."""
     jdir = Path(root) / JOURNAL_DIR
-    jdir.mkdir(parents=True, exist_ok=True)
+    make_dirs(jdir)  # owner-only, like every folder promcp creates (promcp/store/files.py)
     fd = os.open(jdir, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -111,7 +112,7 @@ def adopt_journal(journal: Path) -> Path | None:
         if not journal.exists() or is_live(journal):
             return None
         dest = new_part_path(root, journal.stem, f"adopted-{journal.stem}")
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(dest.parent)
         os.replace(journal, dest)
         _fsync_dir(dest.parent)
         _fsync_dir(journal.parent)

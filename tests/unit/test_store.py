@@ -299,3 +299,38 @@ def test_finalize_still_removes_a_journal_already_in_its_run_file(tmp_path: Path
     rec.journal_path.write_bytes(copy)  # a finalize that died after writing the run file
     finalize_pending(tmp_path)
     assert len(pa_.load(tmp_path)) == 1 and not rec.journal_path.exists()
+
+
+def test_a_run_written_in_parts_creates_owner_only_folders(tmp_path: Path) -> None:
+    """What the proxies and `promcp record` write (journal parts) gets 0700 folders and 0600 files, like every
+    other source, whatever the umask."""
+    old = os.umask(0o022)
+    try:
+        rec = Recorder(tmp_path / "ds", run_id="r", topology="c-ots", source="proxy:llm", part="llm")
+        rec.emit(Event(stage=Stage.S1, task_id="t"))
+        rec.close()
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "ds").rglob("*"):
+        expected = 0o700 if path.is_dir() else 0o600
+        assert path.stat().st_mode & 0o777 == expected, path
+    assert (tmp_path / "ds").stat().st_mode & 0o777 == 0o700
+
+
+def test_record_removes_the_temp_folder_a_killed_record_left(tmp_path: Path) -> None:
+    import tempfile
+
+    from promcp.proxy.record import TEMP_PREFIX, _sweep_temp
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    left = Path(tempfile.gettempdir()) / f"{TEMP_PREFIX}{dead.stdout.strip()}-abc"
+    left.mkdir()
+    (left / "mcp-config.json").write_text('{"mcpServers": {"x": {"env": {"TOKEN": "secret"}}}}')
+    mine = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
+    try:
+        _sweep_temp()
+        assert not left.exists() and mine.exists()  # a live record's folder stays
+    finally:
+        mine.rmdir()
