@@ -334,3 +334,17 @@ def test_record_removes_the_temp_folder_a_killed_record_left(tmp_path: Path) -> 
         assert not left.exists() and mine.exists()  # a live record's folder stays
     finally:
         mine.rmdir()
+
+
+def test_content_none_stores_no_text_not_even_previews(tmp_path: Path) -> None:
+    aws = "aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY and password hunter2"
+    rec = Recorder(tmp_path, run_id="r", content="none")
+    rec.emit(Event(stage=Stage.S4, task_id="t", req_preview=aws, resp_preview=aws))
+    rec.put_text("result", aws)
+    rec.close()
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert b"wJalrXUtnFEMI" not in data and b"hunter2" not in data, path
+    df = pa_.load(tmp_path)
+    assert df["req_preview"].isna().all() and df["resp_preview"].isna().all()
