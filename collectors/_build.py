@@ -91,6 +91,11 @@ class Builder:
                 yield from self._tool(use, key, rnd, model, common)
                 if use.result is not None:
                     this_task.append(Part(Origin.TOOL_RESULTS, key, self.count(use.result)))
+        for i, use in enumerate(
+            task.unplaced
+        ):  # no call to hang them on: S3/S4 without a round, said in attrs
+            use.attrs["unplaced"] = True
+            yield from self._tool(use, use.call_id or f"{task_id}:unplaced:{i}", None, None, common)
         # the next task sees this prompt (and attachments) as history, this task's outputs and results as they were
         msg_index[0] += 1
         history.append(Part(Origin.HISTORY, f"msg:{msg_index[0]}", sum(p.tokens for p in user)))
@@ -186,7 +191,7 @@ class Builder:
         )
 
     def _tool(
-        self, use: ToolUse, key: str, rnd: int, model: str | None, common: dict[str, Any]
+        self, use: ToolUse, key: str, rnd: int | None, model: str | None, common: dict[str, Any]
     ) -> Iterator[Event]:
         who: dict[str, Any] = {
             "server": use.server,

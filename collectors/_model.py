@@ -82,6 +82,8 @@ class Task:
     calls: list[Call] = field(default_factory=list)
     check_ms: float | None = None  # the source's own duration of the whole turn (Claude Code turn_duration)
     attrs: dict[str, Any] = field(default_factory=dict)
+    #: tool uses the source reported but no call of this task can be matched to: kept as events of their own
+    unplaced: list[ToolUse] = field(default_factory=list)
 
 
 @dataclass

@@ -14,7 +14,11 @@ Mapped today: **Claude Code's telemetry** (log events, ``CLAUDE_CODE_ENABLE_TELE
                              ``ttft_ms`` (prefill, exact), model, request id, the client's ``cost_usd``
 ``claude_code.tool_result``  S3/S4 of the call whose ``request_id`` asked for it: ``duration_ms`` (exact),
                              success, sizes in bytes; MCP tools named by ``tool_parameters``
-                             (``mcp_server_name`` / ``mcp_tool_name``) when the generic ``mcp_tool`` is sent
+                             (``mcp_server_name`` / ``mcp_tool_name``) when the generic ``mcp_tool`` is sent.
+                             Without ``request_id`` (Claude Code up to 2.1.328 sends none), the call is the
+                             prompt's last one that ended before the tool started (by time), else the last one
+                             that arrived before it (by order); a record with no call to join is kept as S3/S4
+                             of its own (``attrs.unplaced``) and counted in :attr:`ClaudeCodeSessions.unplaced`
 ========================== ==============================================================================
 
 **The Gemini CLI's telemetry** (``gemini_cli.*`` log events) is mapped by :mod:`promcp.collectors.otlp_gemini`,
@@ -29,7 +33,6 @@ provider's, so every input token lands in the unobserved ``system`` part, as in 
 from __future__ import annotations
 
 import base64
-import json
 import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -42,6 +45,7 @@ from promcp.collectors.otlp_gemini import GeminiCliSessions
 from promcp.errors import ImportFormatError
 from promcp.events import TimingQuality, TokenSource
 from promcp.wire import Usage
+from promcp.wire.json_bounds import loads as bounded_json
 
 __all__ = ["ClaudeCodeSessions", "LogRecord", "decode_request", "log_records", "request_kind"]
 
@@ -125,7 +129,7 @@ def decode_request(kind: str, body: bytes, content_type: str, encoding: str = ""
         return message
     if media == "application/json":
         try:
-            doc = json.loads(data)
+            doc = bounded_json(data)
         except ValueError as exc:
             raise ImportFormatError(f"not JSON: {exc}") from None
         return _from_json(kind, doc)
@@ -215,7 +219,7 @@ def _tool_names(rec: LogRecord) -> tuple[str, str, str | None, bool]:
     params: Any = rec.attrs.get("tool_parameters")
     if isinstance(params, str):
         try:
-            params = json.loads(params)
+            params = bounded_json(params)
         except ValueError:
             params = None
     if isinstance(params, dict) and params.get("mcp_server_name"):
@@ -231,7 +235,7 @@ def _tool_names(rec: LogRecord) -> tuple[str, str, str | None, bool]:
 class _Prompt:
     task: Task
     calls: dict[str, Call] = field(default_factory=dict)  # request id → call
-    tools: list[LogRecord] = field(default_factory=list)
+    tools: list[tuple[LogRecord, int]] = field(default_factory=list)  # (record, calls arrived before it)
     last_ns: int = 0  # when its last record arrived
 
 
@@ -247,6 +251,9 @@ class ClaudeCodeSessions:
         self.open: dict[tuple[str, str], _Prompt] = {}  # (session, prompt id) → records so far
         self.counts: dict[str, int] = {}  # event name → records seen
         self.gemini = GeminiCliSessions(max_open=max_open)  # gemini_cli.* records (collectors/otlp_gemini.py)
+        self.unplaced = (
+            0  # tool results no call of their prompt could be joined to (kept as their own events)
+        )
 
     def add(self, rec: LogRecord, now_ns: int | None = None) -> list[Conversation]:
         """Take one record (arrived at ``now_ns``, default now); return the conversations it finished."""
@@ -277,7 +284,7 @@ class ClaudeCodeSessions:
         if rec.name == "api_request":
             self._call(prompt, rec)
         elif rec.name == "tool_result":
-            prompt.tools.append(rec)
+            prompt.tools.append((rec, len(prompt.task.calls)))
         return done
 
     def idle(self, now_ns: int, idle_s: float) -> list[Conversation]:
@@ -333,18 +340,33 @@ class ClaudeCodeSessions:
         prompt.calls[rid] = call
         prompt.task.calls.append(call)
 
+    @staticmethod
+    def _call_of(prompt: _Prompt, rec: LogRecord, arrived_after: int, start: int | None) -> Call | None:
+        """The call whose response asked for the tool of ``rec``: by ``request_id`` when the record has one, else
+        the last call that ended before the tool started, else the last call that arrived before the record."""
+        rid = rec.attrs.get("request_id")
+        if rid:
+            return prompt.calls.get(str(rid))
+        calls = prompt.task.calls
+        if start is not None:
+            ended = [c for c in calls if c.span.end is not None and c.span.end <= start + 1_000_000]
+            if ended:
+                return max(ended, key=lambda c: c.span.end or 0)
+        return calls[arrived_after - 1] if 0 < arrived_after <= len(calls) else None
+
     def _finish(self, key: tuple[str, str]) -> Conversation:
         prompt = self.open.pop(key)
-        for rec in prompt.tools:  # each tool result joins the call whose response asked for it
-            call = prompt.calls.get(str(rec.attrs.get("request_id")))
-            if call is None:
-                continue
-            client, tool, server, mcp = _tool_names(rec)
+        for rec, arrived_after in prompt.tools:  # each tool result joins the call whose response asked for it
             end = rec.time_ns
             duration = _float(rec.attrs.get("duration_ms"))
             start = end - int(duration * 1e6) if end is not None and duration is not None else None
+            call = self._call_of(prompt, rec, arrived_after, start)
+            client, tool, server, mcp = _tool_names(rec)
             ok = str(rec.attrs.get("success")).lower() == "true"
-            call.tools.append(
+            uses = call.tools if call is not None else prompt.task.unplaced
+            if call is None:
+                self.unplaced += 1
+            uses.append(
                 ToolUse(
                     call_id=str(rec.attrs.get("tool_use_id") or "") or None,
                     name=client,

@@ -9,10 +9,12 @@ so both write the same runs:
 * events mapped from other spans go into ``otlp-spans-<service>-<host>-<YYYYMMDD>`` (topology ``c-cust``: a host
   someone instrumented), Claude Code's telemetry into ``otlp-logs-<service>-<host>-<YYYYMMDD>`` (``c-ots``), with
   ``service.name`` / ``host.name`` from the sender's resource and the UTC day of the event; a span already
-  recorded (same span id and stage; a prompt: same task id) among the run's last million is skipped.
+  recorded (same trace id, span id and stage; a prompt: same task id) among the run's last million is skipped.
 
 Runs are journaled as events arrive and finalized by :meth:`OtlpRuns.close` (a rotation, the collector's exit, the
-end of an import). A run that already has a Parquet file — an earlier rotation, yesterday's collector, an earlier
+end of an import). A run journal an earlier process left (a collector killed before it finalized) is adopted as a
+part of the run, its keys count as recorded, and it is merged at close: a restart never overwrites it. A run that
+already has a Parquet file — an earlier rotation, yesterday's collector, an earlier
 import — is continued as a journal *part* and merged into it (promcp/store/parts.py; the merge orders the run by
 start time and numbers ``seq`` again).
 """
@@ -161,6 +163,29 @@ class OtlpRuns:
             seen.update(zip(*(table[c] for c in cols), strict=True))
         return seen
 
+    @staticmethod
+    def _seen_in_parts(folder: Path, column: str | Sequence[str], seen: SeqRanges | RecentKeys) -> None:
+        """Add the keys of the journal parts left in ``folder`` (an earlier process's, not merged yet): a retry of
+        what that process recorded is a duplicate too."""
+        from promcp.errors import TraceError
+        from promcp.store.journal import is_live, read_journal
+
+        if not folder.is_dir():
+            return
+        cols = [column] if isinstance(column, str) else list(column)
+        for part in sorted(folder.iterdir()):
+            if part.suffix != ".jsonl" or is_live(part):
+                continue
+            try:
+                events = read_journal(part, warn=False).events
+            except TraceError:
+                continue
+            values = [tuple(_plain(getattr(e, c)) for c in cols) for e in events]
+            if isinstance(seen, SeqRanges):
+                seen.update(sorted(v[0] for v in values))
+            else:
+                seen.update(v[0] if isinstance(column, str) else v for v in values)
+
     def _open(
         self,
         run_id: str,
@@ -178,13 +203,20 @@ class OtlpRuns:
             return run
         from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX
         from promcp.store.parquet import run_file
+        from promcp.store.parts import adopt_journal, parts_dir
 
         finalized = run_file(self.out, topology, run_id)
         seen = self._existing(finalized, keys)
         journal = self.out / JOURNAL_DIR / f"{run_id}{JOURNAL_SUFFIX}"
+        # a journal an earlier (killed) process left becomes a part of the run: merged at close, never overwritten
+        if adopt_journal(journal) is not None:
+            self.say(
+                f"run {run_id}: adopted the journal an earlier process left; merged into the run at close"
+            )
+        self._seen_in_parts(parts_dir(self.out, run_id), keys, seen)
         part = None
-        if finalized.exists() or journal.exists():  # continue the run: a part merged into it at close
-            self._parts += 1
+        if finalized.exists() or journal.exists() or parts_dir(self.out, run_id).is_dir():
+            self._parts += 1  # continue the run: a part merged into it at close
             part = f"collect-{os.getpid()}-{self._parts}"
         recorder = Recorder(
             self.out,
@@ -236,13 +268,14 @@ class OtlpRuns:
                 run_id,
                 topology=Topology.C_CUST.value,
                 source=SPANS_SOURCE,
-                keys=("span_id", "stage"),
+                keys=("trace_id", "span_id", "stage"),
                 meta={"collector": "promcp collect", "mapping": "otel spans", **_sender(resource)},
             )
-            fresh = [e for e in batch if (e.span_id, e.stage.value) not in run.seen]
+            # a span is unique by trace id and span id (span ids alone repeat across traces)
+            fresh = [e for e in batch if (e.trace_id, e.span_id, e.stage.value) not in run.seen]
             self.duplicates += len(batch) - len(fresh)
             if fresh:
-                run.seen.update((e.span_id, e.stage.value) for e in fresh)
+                run.seen.update((e.trace_id, e.span_id, e.stage.value) for e in fresh)
                 run.recorder.emit_many(fresh)
                 written += len(fresh)
         return written
@@ -300,6 +333,11 @@ class OtlpRuns:
                 written.append(path)
                 self.say(f"finalized {path}")
         return written
+
+
+def _plain(value: Any) -> Any:
+    """An event field as its Parquet column holds it (an enum as its value)."""
+    return getattr(value, "value", value)
 
 
 def _sender(resource: dict[str, Any]) -> dict[str, Any]:

@@ -7,9 +7,14 @@ uses for the Collector's ``file`` exporter) and the events are built by the impo
 session and an imported one are the same events.
 
 Answers: 200 with an empty export response in the request's encoding; 400 with the reason for a body that does not
-decode; 413 for a body over the limit; 415 for another content type; 404 for another path; and **503 with
-``Retry-After``** when the recording worker is behind (the queue of decoded requests is full). OTLP exporters retry
-on 503, so a burst is slowed down, never dropped. Bad input only affects its own request.
+decode (nested too deep included); 413 for a body over the limit; 415 for another content type; 404 for another
+path; and **503 with ``Retry-After``** when the recording worker is behind (the queue of decoded requests is full,
+or the bodies being read and queued would pass ``max_pending`` bytes) and, with the reason, when the recording
+worker has stopped: nothing is acknowledged that cannot be recorded. OTLP exporters retry on 503, so a burst is
+slowed down, never dropped. Bad input only affects its own request; a request the worker could not record (out of
+memory, say) is counted as lost and said. The listener is bounded too: a listen backlog for hundreds of senders,
+``timeout_s`` for a request's head, its body and an idle keep-alive connection, and at most ``max_connections``
+connections at once (a refused one is one line on stderr, never a traceback).
 
 Spans are journaled as they arrive (:mod:`promcp.collectors.otlp_runs` says into which run: promcp's own rows into
 their own run, other spans into one run per sender and day); Claude Code's log events as each prompt finishes: at
@@ -35,6 +40,14 @@ from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
 __all__ = ["Collector", "CollectorStats"]
 
 DEFAULT_MAX_BODY: Final = 64 * 1024 * 1024
+#: bodies being read or queued for the recording worker, in bytes, before the receiver answers 503
+DEFAULT_MAX_PENDING: Final = 256 * 1024 * 1024
+#: connections served at once (each holds a thread); more are closed at once with one line on stderr
+DEFAULT_MAX_CONNECTIONS: Final = 512
+#: the listen backlog: the 200 senders docs/collect.md sizes it for connect at once without a reset
+LISTEN_BACKLOG: Final = 1024
+#: seconds a request's head, its body, or an idle keep-alive connection may take
+DEFAULT_TIMEOUT_S: Final = 30.0
 BEHIND: Final = "promcp collect is behind: retry later"
 
 
@@ -51,6 +64,9 @@ class CollectorStats:
     events: int = 0
     tasks: int = 0
     problems: int = 0  # spans or requests the mapping refused (each said on stderr)
+    lost: int = 0  # acknowledged requests the worker could not record (out of memory…; each said on stderr)
+    unplaced: int = 0  # Claude Code tool results without a call to join (kept as events of their own)
+    refused_connections: int = 0  # connections closed at once: over max_connections
     duplicates: int = 0  # rows already recorded (an exporter's retry)
     unmapped: dict[str, int] = field(default_factory=dict)  # spans left out, by why
     runs: list[Path] = field(default_factory=list)
@@ -73,6 +89,9 @@ class Collector:
         max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
         say: Callable[[str], None] = lambda _text: None,
         grpc: tuple[str, int] | None = None,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         from promcp import tokenizers
         from promcp.collectors import otlp
@@ -90,8 +109,12 @@ class Collector:
         self.mapper = SpanMapper(tokenizers.get("o200k_base"))
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
-        self._server.daemon_threads = True
+        self.max_pending, self.max_connections, self.timeout_s = max_pending, max_connections, timeout_s
+        self._pending = 0  # bytes of bodies read or queued, not recorded yet
+        self._connections = 0
+        #: why the recording worker stopped (None while it runs): the receiver then answers 503 with it
+        self.stopped: str | None = None
+        self._server = _Server((host, port), _handler(self), self)
         self._grpc: Any = None
         self.grpc_port: int | None = None
         if grpc is not None:
@@ -142,21 +165,45 @@ class Collector:
             return self._reject(413, str(exc))
         except ImportFormatError as exc:
             return self._reject(400, str(exc))
-        if not self.enqueue(kind, request):
-            return self._reject(503, BEHIND)
+        except RecursionError:  # protobuf's own nesting limit is lower; a bound whatever the decoder
+            return self._reject(400, "the request is nested too deep to decode")
+        except MemoryError:
+            return self._reject(503, f"{BEHIND} (out of memory decoding the request)")
+        if not self.enqueue(kind, request, len(body)):
+            return self._reject(503, self.stopped or BEHIND)
         if media == "application/json":
             return 200, b"{}", "application/json", ""
         return 200, b"", "application/x-protobuf", ""  # an empty Export*ServiceResponse
 
-    def enqueue(self, kind: str, request: Any) -> bool:
-        """Queue a decoded export request for the recording worker; False when the queue is full (back-pressure)."""
+    def enqueue(self, kind: str, request: Any, size: int = 0) -> bool:
+        """Queue a decoded export request for the recording worker; False when the queue is full (back-pressure)
+        or the worker has stopped (:attr:`stopped` says why). ``size``: its body's bytes, already reserved with
+        :meth:`reserve` (released once recorded)."""
+        if self.stopped is not None:
+            return False
         try:
-            self._queue.put_nowait((kind, request))
+            self._queue.put_nowait((kind, request, size))
         except queue.Full:
             return False
         with self._lock:
+            self._pending += size  # held until the worker has recorded it
+        with self._lock:
             self.stats.requests[kind] = self.stats.requests.get(kind, 0) + 1
         return True
+
+    def reserve(self, size: int) -> bool:
+        """Room for a body of ``size`` bytes while it is read and decoded (False: answer 503 without reading it)."""
+        with self._lock:
+            if self._reading + self._pending + size > self.max_pending and (self._reading or self._pending):
+                return False
+            self._reading += size
+            return True
+
+    def release(self, size: int) -> None:
+        with self._lock:
+            self._reading -= size
+
+    _reading = 0
 
     def _reject(self, status: int, reason: str) -> tuple[int, bytes, str, str]:
         with self._lock:
@@ -176,6 +223,7 @@ class Collector:
         self._conversations(done)
 
     def _conversations(self, conversations: list[Any]) -> None:
+        self.stats.unplaced = self.sessions.unplaced
         if conversations:
             events, tasks = self.runs.conversations(conversations)
             self.stats.events += events
@@ -198,7 +246,38 @@ class Collector:
         self.stats.duplicates = self.runs.duplicates
         self.stats.unmapped = dict(self.mapper.unmapped)
 
+    def _record(self, kind: str, request: Any) -> None:
+        try:
+            if kind == "logs":
+                self._logs(request)
+            elif kind == "traces":
+                self._traces(request)
+            else:  # metrics duplicate the log events' counts (claude_code.token.usage): counted, not added
+                self.stats.metrics += sum(
+                    len(sm.metrics) for rm in request.resource_metrics for sm in rm.scope_metrics
+                )
+        except (
+            ValueError,
+            TypeError,
+            RecursionError,
+        ) as exc:  # a value the mapping refuses: this request only
+            self.stats.problems += 1
+            self.say(f"promcp collect: a {kind} request was not fully recorded: {exc or type(exc).__name__}")
+        except MemoryError:
+            self.stats.lost += 1
+            self.say(f"promcp collect: a {kind} request was acknowledged but not recorded: out of memory")
+
     def _work(self) -> None:
+        try:
+            self._work_loop()
+        except Exception as exc:  # the receiver must stop acknowledging what nobody records
+            self.stopped = (
+                f"promcp collect cannot record: its recording worker stopped ({type(exc).__name__}: {exc})"
+            )
+            self.stats.lost += 1 + self._queue.qsize()  # the request it was recording and those waiting
+            self.say(f"{self.stopped}; {self.stats.lost} acknowledged request(s) not recorded")
+
+    def _work_loop(self) -> None:
         opened = time.monotonic()
         while True:
             try:
@@ -208,19 +287,13 @@ class Collector:
             if item is None:
                 break
             if item:
-                kind, request = item
+                kind, request, size = item
                 try:
-                    if kind == "logs":
-                        self._logs(request)
-                    elif kind == "traces":
-                        self._traces(request)
-                    else:  # metrics duplicate the log events' counts (claude_code.token.usage): counted, not added
-                        self.stats.metrics += sum(
-                            len(sm.metrics) for rm in request.resource_metrics for sm in rm.scope_metrics
-                        )
-                except (ValueError, TypeError) as exc:  # a value the mapping refuses: this request only
-                    self.stats.problems += 1
-                    self.say(f"promcp collect: a {kind} request was not fully recorded: {exc}")
+                    self._record(kind, request)
+                finally:
+                    del request, item
+                    with self._lock:
+                        self._pending -= size
             self._conversations(self.sessions.idle(time.time_ns(), self.idle_s))
             if self.rotate_s and time.monotonic() - opened >= self.rotate_s:
                 self._close()
@@ -246,7 +319,7 @@ def _grpc_server(collector: Collector, host: str, port: int) -> tuple[Any, int]:
                 with collector._lock:
                     rejected = collector.stats.grpc_rejected
                     rejected["UNAVAILABLE"] = rejected.get("UNAVAILABLE", 0) + 1
-                context.abort(grpc.StatusCode.UNAVAILABLE, BEHIND)
+                context.abort(grpc.StatusCode.UNAVAILABLE, collector.stopped or BEHIND)
             return response()
 
         return handle
@@ -299,10 +372,58 @@ def read_chunked(rfile: Any, limit: int) -> bytes:
         rfile.readline(1024)
 
 
+class _Server(ThreadingHTTPServer):
+    """The HTTP listener, bounded: a backlog for hundreds of senders, at most ``max_connections`` served at once
+    (one line on stderr per refusal, no traceback), a timeout on every socket (head, body, idle keep-alive)."""
+
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], owner: Collector
+    ) -> None:
+        self.owner = owner
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        owner = self.owner
+        with owner._lock:
+            full = owner._connections >= owner.max_connections
+            if full:
+                owner.stats.refused_connections += 1
+            else:
+                owner._connections += 1
+        if full:
+            owner.say(
+                f"promcp collect: connection from {client_address[0]} refused: "
+                f"{owner.max_connections} connections already open"
+            )
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.owner._lock:
+                self.owner._connections -= 1
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line, not a traceback: a sender that hung up or timed out is its own business."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        self.owner.say(
+            f"promcp collect: connection from {client_address[0]} dropped: {type(exc).__name__}: {exc}"
+        )
+
+
 def _handler(collector: Collector) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "promcp-collect"
+        timeout = collector.timeout_s  # the socket's timeout: a slow head, a slow body, an idle keep-alive
 
         def do_POST(self) -> None:
             if (
@@ -314,14 +435,19 @@ def _handler(collector: Collector) -> type[BaseHTTPRequestHandler]:
                     status = 413 if "over" in str(exc) else 400
                     self._answer(*collector._reject(status, str(exc)), close=True)
                     return
-                self._answer(
-                    *collector.accept(
+                if not collector.reserve(len(body)):  # read already (its length was unknown): not queued
+                    self._answer(*collector._reject(503, BEHIND), close=True)
+                    return
+                try:
+                    answer = collector.accept(
                         self.path,
                         body,
                         self.headers.get("content-type") or "",
                         self.headers.get("content-encoding") or "",
                     )
-                )
+                finally:
+                    collector.release(len(body))
+                self._answer(*answer)
                 return
             try:
                 length = int(self.headers.get("content-length") or "")
@@ -333,15 +459,23 @@ def _handler(collector: Collector) -> type[BaseHTTPRequestHandler]:
                     *collector._reject(413, f"the body is over {collector.max_body} bytes"), close=True
                 )
                 return
-            body = self.rfile.read(length)
-            self._answer(
-                *collector.accept(
+            if not collector.reserve(length):
+                self._answer(*collector._reject(503, BEHIND), close=True)  # the body is not read
+                return
+            try:
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender hung up mid-body: nothing to answer
+                    self.close_connection = True
+                    return
+                answer = collector.accept(
                     self.path,
                     body,
                     self.headers.get("content-type") or "",
                     self.headers.get("content-encoding") or "",
                 )
-            )
+            finally:
+                collector.release(length)
+            self._answer(*answer)
 
         def _answer(self, status: int, body: bytes, kind: str, _reason: str, close: bool = False) -> None:
             self.send_response(status)

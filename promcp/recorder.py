@@ -212,10 +212,13 @@ class Recorder:
                 changes[name] = value
         if event.sdk_versions is None and self.source == "live":
             changes["sdk_versions"] = self.sdk_versions
-        if event.req_preview is not None:
-            changes["req_preview"] = preview(event.req_preview, self.preview_chars)
-        if event.resp_preview is not None:
-            changes["resp_preview"] = preview(event.resp_preview, self.preview_chars)
+        if self.content == "none":  # no text at all: the previews are conversation text too
+            changes["req_preview"] = changes["resp_preview"] = None
+        else:
+            if event.req_preview is not None:
+                changes["req_preview"] = preview(event.req_preview, self.preview_chars)
+            if event.resp_preview is not None:
+                changes["resp_preview"] = preview(event.resp_preview, self.preview_chars)
         return event.replace(**changes)
 
     def _check_open(self) -> None:

@@ -23,6 +23,8 @@ import re
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
+from promcp.wire.json_bounds import loads as bounded_json
+
 DEFAULT_PREVIEW_CHARS: Final = 240
 #: JSON up to this many characters is parsed so secrets are found by key, not only by pattern.
 PARSE_LIMIT: Final = 64 * 1024
@@ -165,7 +167,7 @@ def redact(text: str, parse_limit: int = PARSE_LIMIT) -> str:
     """``text`` with API keys, credentials, passwords, tokens and e-mail addresses replaced by placeholders."""
     if len(text) <= parse_limit and _parse_worthy(text):
         try:
-            parsed = json.loads(text)
+            parsed = bounded_json(text)
         except (ValueError, RecursionError):
             pass
         else:  # every string inside was redacted on the way: the text needs no second scan

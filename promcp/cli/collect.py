@@ -107,6 +107,8 @@ def _run(args: argparse.Namespace) -> int:
     while not stop.wait(0.5):
         pass
     stats = collector.stop()
+    if collector.stopped:
+        err.print(collector.stopped, highlight=False, markup=False, soft_wrap=True)
     requests = ", ".join(f"{n} {k}" for k, n in sorted(stats.requests.items())) or "none"
     refused = [f"{n} × {s}" for s, n in sorted(stats.rejected.items())]
     refused += [f"{n} × gRPC {s}" for s, n in sorted(stats.grpc_rejected.items())]
@@ -119,7 +121,9 @@ def _run(args: argparse.Namespace) -> int:
         f"({stats.tasks} Claude Code prompt(s)) and {stats.spans} span(s) ({own} of promcp.instrument() with rows "
         f"carried, {unmapped} not mapped) → "
         f"{stats.events} event(s); {stats.metrics} metric(s) counted, not added; "
-        f"{stats.duplicates} duplicate row(s) skipped; {stats.problems} problem(s); {len(stats.runs)} run(s) written",
+        f"{stats.duplicates} duplicate row(s) skipped; {stats.unplaced} tool result(s) without their call; "
+        f"{stats.problems} problem(s); {stats.lost} acknowledged request(s) lost; "
+        f"{stats.refused_connections} connection(s) refused; {len(stats.runs)} run(s) written",
         highlight=False,
         markup=False,
         soft_wrap=True,

@@ -86,6 +86,11 @@ DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 #: the longest an upstream may stay silent (before its headers or between two body chunks)
 DEFAULT_READ_TIMEOUT_S = 600.0
+#: the longest a client may take to send a request head (an idle keep-alive connection included) or stay silent
+#: mid-body: past it the connection is closed (slowloris), with one log line
+DEFAULT_CLIENT_TIMEOUT_S = 60.0
+#: connections served at once; one more is closed at once with one log line (file descriptors stay available)
+DEFAULT_MAX_CONNECTIONS = 512
 _READ_SIZE = 64 * 1024
 _HOP_BY_HOP = frozenset(
     {
@@ -236,6 +241,13 @@ class _Stats:
     errors: dict[str, int] = field(default_factory=dict)
 
 
+def _one_line(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The event loop's errors as one log line each (an accept that fails for want of file descriptors would
+    otherwise print a traceback per attempt)."""
+    exc = context.get("exception")
+    log.warning("promcp proxy: %s%s", context.get("message", "event loop error"), f": {exc}" if exc else "")
+
+
 class ReverseProxy:
     """A recording-ready reverse proxy from ``listen`` to the origin of ``upstream``.
 
@@ -257,6 +269,8 @@ class ReverseProxy:
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         clock: Clock = SYSTEM_CLOCK,
+        client_timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -279,6 +293,7 @@ class ReverseProxy:
         self.max_request_bytes = max_request_bytes
         self.clock = clock
         self.connect_timeout_s, self.read_timeout_s = connect_timeout_s, read_timeout_s
+        self.client_timeout_s, self.max_connections = client_timeout_s, max_connections
         self._server: asyncio.base_events.Server | None = None
         self._pool: UpstreamPool | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -341,6 +356,7 @@ class ReverseProxy:
 
         def run() -> None:
             loop = asyncio.new_event_loop()
+            loop.set_exception_handler(_one_line)
             self._loop = loop
             self._stopped = asyncio.Event()
             try:
@@ -379,9 +395,19 @@ class ReverseProxy:
 
     # -- one connection -------------------------------------------------------------------------------------------
 
+    def _refuse(self, writer: asyncio.StreamWriter, error: str, why: str) -> None:
+        """Close a client connection promcp will not serve, with one log line (never a traceback)."""
+        self.stats.errors[error] = self.stats.errors.get(error, 0) + 1
+        peer = writer.get_extra_info("peername")
+        log.warning("promcp proxy: closed the connection from %s: %s", peer[0] if peer else "?", why)
+        writer.close()
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if len(self._connections) >= self.max_connections:
+            self._refuse(writer, "too_many_connections", f"{self.max_connections} connections already open")
+            return
         self._connections.add(task)
         self.stats.connections += 1
         sock = writer.get_extra_info("socket")
@@ -393,7 +419,13 @@ class ReverseProxy:
         parser = _h1.Reader(response=False)
         try:
             while True:
-                head = await self._next_event(parser, reader)
+                try:  # a head (or an idle keep-alive connection) gets client_timeout_s in all
+                    head = await asyncio.wait_for(self._next_event(parser, reader), self.client_timeout_s)
+                except TimeoutError:
+                    self._refuse(
+                        writer, "client_timeout", f"no complete request within {self.client_timeout_s:g} s"
+                    )
+                    break
                 if not isinstance(head, _h1.Head):
                     break
                 if parser.upgrade:
@@ -494,7 +526,15 @@ class ReverseProxy:
         size = 0
         too_large = False
         while True:
-            event = await self._next_event(parser, reader)
+            try:  # a body may take long, but not stall: client_timeout_s between two pieces
+                event = await asyncio.wait_for(self._next_event(parser, reader), self.client_timeout_s)
+            except TimeoutError:
+                log.warning(
+                    "promcp proxy: a client stalled mid-body for %g s; connection closed",
+                    self.client_timeout_s,
+                )
+                self.stats.errors["client_timeout"] = self.stats.errors.get("client_timeout", 0) + 1
+                raise _Abort from None
             if isinstance(event, _h1.Data):
                 size += len(event.data)
                 if size > self.max_request_bytes:

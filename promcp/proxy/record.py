@@ -48,6 +48,27 @@ from promcp.recorder import Recorder
 from promcp.store.journal import is_live
 from promcp.store.parts import finalize_group, parts_dir
 
+#: temporary folders of `promcp record` (its MCP config, which holds the servers' environment): <prefix><pid>-…
+TEMP_PREFIX = "promcp-record-"
+
+
+def _sweep_temp() -> None:
+    """Remove the temporary folders of `promcp record` processes that no longer run (killed: SIGKILL skips the
+    cleanup), so no server credential outlives its record for longer than the next run."""
+    import shutil
+
+    for folder in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
+        pid = folder.name[len(TEMP_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or not folder.is_dir() or folder.stat().st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
+
+
 __all__ = [
     "BASE_URL_VARS",
     "ClientLaunch",
@@ -202,7 +223,11 @@ def plan_launch(
     if not strict:
         servers = {**claude_code_servers(env, cwd), **servers}
     servers = _wrap(launch, servers, "claude-code", opts, start_http)
-    config_file.write_text(json.dumps({"mcpServers": servers}, indent=2), encoding="utf-8")
+    # owner-only: the servers' environment (tokens) is in it; the folder is removed when record ends, and a
+    # folder a killed record left is removed by the next one (_sweep_temp)
+    fd = os.open(config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"mcpServers": servers}, indent=2))
     launch.argv = [launch.argv[0], "--mcp-config", str(config_file), "--strict-mcp-config", *rest]
     return launch
 
@@ -434,7 +459,8 @@ def record(opts: RecordOptions) -> RecordResult:
         http_started.append(proxy)
         return proxy
 
-    with tempfile.TemporaryDirectory(prefix="promcp-record-") as tmp, _started(proxies):
+    _sweep_temp()
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp, _started(proxies):
         base_urls = {family: proxy.url for family, proxy in zip(upstreams, proxies, strict=True)}
         try:
             launch = plan_launch(opts, base_urls, Path(tmp) / "mcp-config.json", start_http=start_http)

@@ -298,6 +298,9 @@ def finalize(journal: Path, *, keep_journal: bool = False) -> Path:
     the Parquet file is safely in place (``keep_journal`` keeps it). A disk that refuses the write raises
     :class:`StorageError` and leaves the journal as it was.
     """
+    adopted = _merge_into_existing_run(journal)
+    if adopted is not None:
+        return adopted
     with claim(journal) as free:
         if not free:
             if not journal.exists():  # finalized meanwhile by someone else: that run file is the answer
@@ -344,6 +347,39 @@ def finalize(journal: Path, *, keep_journal: bool = False) -> Path:
     return dest
 
 
+def journal_header(journal: Path) -> JournalHeader | None:
+    """The header line of a journal (None when it has none that reads)."""
+    try:
+        with journal.open("rb") as fh:
+            return msgspec.json.decode(fh.readline(), type=JournalHeader)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _already_in_run_file(journal: Path, existing: Path) -> bool:
+    from promcp.store.parts import merged_already  # parts builds on this module
+
+    header = journal_header(journal)
+    if header is None:
+        return False
+    run = json.loads((pq.read_schema(existing).metadata or {}).get(META_RUN, b"{}"))
+    return merged_already(run, header)
+
+
+def _merge_into_existing_run(journal: Path) -> Path | None:
+    """A journal whose run already has a Parquet file holding other events (a collector restarted after a kill
+    wrote one for the same run id): merged into it as a part, never written over it; None when the run has no
+    Parquet file yet or already holds this journal (the caller finalizes or removes it as usual)."""
+    existing = _finalized_run_file(journal)
+    if existing is None or not journal.exists() or _already_in_run_file(journal, existing):
+        return None
+    from promcp.store.parts import adopt_journal, finalize_group  # parts builds on this module
+
+    if adopt_journal(journal) is None:
+        raise RunInProgressError("a process is still recording this run", path=journal)
+    return finalize_group(dataset_root_of_journal(journal), journal.stem) or existing
+
+
 def _finalized_run_file(journal: Path) -> Path | None:
     """The run file of a journal's run id under the dataset root, if that run was finalized."""
     root = dataset_root_of_journal(journal)
@@ -355,7 +391,8 @@ def finalize_pending(root: Path) -> list[Path]:
     """Finalize every journal left under dataset ``root`` that no live process is writing; return the run files.
 
     This is the explicit step (``promcp finalize DIR``): readers never finalize, they read journals in place.
-    A journal whose run file already exists (a finalize interrupted after the rename) is removed; the journal parts
+    A journal whose run file already holds it (a finalize interrupted after the rename) is removed; one whose run
+    file holds other events (a restarted process wrote it) is merged into it, never dropped; the journal parts
     of runs several processes recorded are merged (promcp/store/parts.py).
     """
     done: list[Path] = []
@@ -368,7 +405,7 @@ def finalize_pending(root: Path) -> list[Path]:
             )
             continue
         existing = _finalized_run_file(journal)
-        if existing is not None:
+        if existing is not None and _already_in_run_file(journal, existing):
             try:
                 journal.unlink()
             except OSError as exc:
@@ -454,9 +491,10 @@ def _groups_in_place(root: Path) -> Iterator[RunFile]:
 
 
 def _unfinalized(root: Path) -> Iterator[Path]:
-    """Journals under ``root`` whose run has no Parquet file yet (live ones included)."""
+    """Journals under ``root`` whose events are not in a Parquet file yet (live ones included)."""
     for journal in iter_journals(root):
-        if _finalized_run_file(journal) is None:
+        existing = _finalized_run_file(journal)
+        if existing is None or not _already_in_run_file(journal, existing):
             yield journal
 
 

@@ -39,6 +39,7 @@ import msgspec
 from promcp.errors import PromcpWarning, RunInProgressError, TraceError
 from promcp.events import Event
 from promcp.stages.link import link_tool_calls
+from promcp.store.files import make_dirs
 from promcp.store.journal import (
     JOURNAL_DIR,
     JOURNAL_SUFFIX,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # the Parquet side (pyarrow) is imported when a merge or a re
 
 __all__ = [
     "PARTS_SUFFIX",
+    "adopt_journal",
     "finalize_group",
     "finalize_groups",
     "group_lock",
@@ -84,13 +86,52 @@ def group_lock(root: Path) -> Iterator[None]:
     """Exclusive lock on the dataset's ``_journal`` folder (waits): held while a part is created and while parts
     are merged. Merges are rare and short, so one lock for every run of a dataset is enough."""
     jdir = Path(root) / JOURNAL_DIR
-    jdir.mkdir(parents=True, exist_ok=True)
+    make_dirs(jdir)  # owner-only, like every folder promcp creates (promcp/store/files.py)
     fd = os.open(jdir, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)
+
+
+def adopt_journal(journal: Path) -> Path | None:
+    """Move a run journal an earlier process left (killed, not finalized) into its run's parts folder, so it is
+    merged with the run's Parquet file and the parts written since instead of being overwritten or removed; the
+    new path, or None when a live process still writes it (nothing is moved). A restarted ``promcp collect`` and
+    ``promcp finalize`` of a journal whose run already has a Parquet file use it."""
+    from promcp.store.parquet import dataset_root_of_journal  # parquet does not import this module
+
+    root = dataset_root_of_journal(journal)
+    with group_lock(root):
+        if not journal.exists() or is_live(journal):
+            return None
+        dest = new_part_path(root, journal.stem, f"adopted-{journal.stem}")
+        make_dirs(dest.parent)
+        os.replace(journal, dest)
+        _fsync_dir(dest.parent)
+        _fsync_dir(journal.parent)
+    return dest
+
+
+def merged_already(run: dict[str, Any], header: JournalHeader, name: str | None = None) -> bool:
+    """Whether a run file's metadata ``run`` says the journal with ``header`` is already inside it: the run was
+    finalized from that journal, or merged it as a part (named ``name`` when given). A merge or finalize that died
+    between writing the run file and removing the journal leaves such a file; anything else must be merged."""
+    if (
+        name is None
+        and run.get("created_ns") == header.created_ns
+        and not (run.get("meta") or {}).get("parts")
+    ):
+        return True
+    for part in (run.get("meta") or {}).get("parts") or []:
+        if (
+            isinstance(part, dict)
+            and part.get("created_ns") == header.created_ns
+            and (name is None or part.get("part") == name)
+        ):
+            return True
+    return False
 
 
 def _parts(folder: Path) -> list[Path]:
@@ -110,6 +151,26 @@ def events_from_table(table: Any) -> list[Event]:
             clean["parts"] = [[p["origin"], p["key"], p["tokens"]] for p in clean["parts"]]
         events.append(msgspec.convert(clean, Event))
     return events
+
+
+def _drop_merged(root: Path, contents: list[JournalContents], *, remove: bool) -> list[JournalContents]:
+    """Parts an earlier merge already wrote into the run file (it died before removing them): never merged twice
+    (``remove``: deleted, what a merge does; readers leave them)."""
+    if not contents:
+        return contents
+    header = contents[0].header
+    path = run_file(root, header.topology, header.run_id)
+    if not path.exists():
+        return contents
+    run = json.loads((pq.read_schema(path).metadata or {}).get(META_RUN, b"{}"))
+    kept = []
+    for c in contents:
+        if merged_already(run, c.header, c.path.stem):
+            if remove:
+                c.path.unlink(missing_ok=True)
+        else:
+            kept.append(c)
+    return kept
 
 
 def _existing(root: Path, topology: str, run_id: str) -> tuple[list[Event], dict[str, Any], list[Blob]]:
@@ -208,7 +269,7 @@ def read_group_in_place(root: Path, run_id: str) -> RunFile | None:
     parts = _parts(parts_dir(root, run_id))
     if any(is_live(p) for p in parts):
         raise RunInProgressError("a process is still recording this run", path=parts_dir(root, run_id))
-    contents = _read_parts(parts)
+    contents = _drop_merged(root, _read_parts(parts), remove=False)
     if not contents:
         return None
     header, events, _blobs, lines = _merged(root, run_id, contents)
@@ -228,7 +289,7 @@ def finalize_group(root: Path, run_id: str) -> Path | None:
         parts = _parts(folder)
         if any(is_live(p) for p in parts):
             return None
-        contents = _read_parts(parts)
+        contents = _drop_merged(root, _read_parts(parts), remove=True)
         if not contents:
             done = list(root.glob(f"topology=*/run_id={run_id}/events.parquet"))
             return done[0] if done else None

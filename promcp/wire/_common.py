@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from promcp.errors import WireFormatError
+from promcp.wire.json_bounds import loads
 
 _MISSING = object()
 
@@ -87,7 +88,7 @@ def canonical_json(value: Any) -> str:
 
 def loads_or_raw(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        return loads(raw)
     except ValueError:
         return raw
 
@@ -100,7 +101,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str]:
         return obj, compact_json(obj)
     text = raw if isinstance(raw, str) else json.dumps(raw)
     try:
-        value = json.loads(text) if text.strip() else {}
+        value = loads(text) if text.strip() else {}
     except ValueError:
         return {}, text
     return (value, text) if isinstance(value, dict) else ({}, text)

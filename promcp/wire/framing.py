@@ -7,9 +7,10 @@ bounded by ``max_frame`` (a frame larger than that is dropped and counted in ``d
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
+
+from promcp.wire.json_bounds import loads
 
 __all__ = ["NDJSONDecoder", "SSEDecoder", "SSEEvent"]
 
@@ -25,7 +26,7 @@ class SSEEvent:
     def json(self) -> Any:
         """``data`` decoded as JSON (``None`` for OpenAI's ``[DONE]`` sentinel or a data line that is not JSON)."""
         try:
-            return json.loads(self.data)
+            return loads(self.data)
         except ValueError:
             return None
 
@@ -146,7 +147,7 @@ class NDJSONDecoder:
         if not line.strip():
             return None
         try:
-            return json.loads(line)
+            return loads(line)
         except ValueError:
             self.bad_lines += 1
             return None

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -26,16 +27,35 @@ from tests.stubs.scripted_llm import Scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / "node_modules" / ".bin" / "claude"
+#: older Claude Code releases, installed as npm aliases (package.json): the oldest sends no request_id
+OLDER_CLAUDE = {
+    version: ROOT / "node_modules" / f"claude-code-{version.replace('.', '-')}" / "bin" / "claude.exe"
+    for version in ("2.1.150", "2.1.242", "2.1.328")
+}
 MEMORY = ROOT / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
 PROMCP = [sys.executable, "-m", "promcp.cli"]
 TOOL = "mcp__memory__create_entities"
 ARGS = {"entities": [{"name": "promcp", "entityType": "project", "observations": ["collects telemetry"]}]}
 
 
+def _claude_versions() -> list[Any]:
+    """(protocol, claude binary, upstream sends request-id): every protocol with the pinned release, protobuf with
+    each older one; the oldest behind an upstream that sends no request-id (a gateway), so its log records carry no
+    ``request_id`` and tool results are joined to their call by time and order."""
+    pinned = [pytest.param(p, CLAUDE, True, id=f"{p}-pinned") for p in ("http/json", "http/protobuf", "grpc")]
+    older = [pytest.param("http/protobuf", path, v != "2.1.328", id=v) for v, path in OLDER_CLAUDE.items()]
+    return pinned + older
+
+
 @pytest.mark.servers
 @pytest.mark.skipif(not CLAUDE.exists() or not MEMORY.exists(), reason="npm packages not installed (npm ci)")
-@pytest.mark.parametrize("protocol", ["http/json", "http/protobuf", "grpc"])
-def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str) -> None:
+@pytest.mark.parametrize(("protocol", "claude", "request_ids"), _claude_versions())
+def test_claude_code_telemetry_becomes_its_stages(
+    tmp_path: Path, protocol: str, claude: Path, request_ids: bool
+) -> None:
+    assert claude.exists(), (
+        f"{claude} is missing: npm ci installs every Claude Code version package.json names"
+    )
     home, work, out = tmp_path / "home", tmp_path / "work", tmp_path / "ds"
     home.mkdir()
     work.mkdir()
@@ -60,10 +80,11 @@ def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str)
     )
     try:
         wait_port(port, grpc_port)
-        script = Scripted(TOOL, ARGS, answer="Saved: ")
+        script = Scripted(TOOL, ARGS, answer="Saved: ", request_ids=request_ids)
         with StubServer(script.anthropic) as stub:
             env = {
-                "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                "MCP_CONNECTION_NONBLOCKING": "false",  # older releases: the first call waits for the MCP server
+                "PATH": os.environ.get("PATH", ""),
                 "HOME": str(home),
                 "ANTHROPIC_API_KEY": "sk-ant-dummy-key-for-the-stub",
                 "ANTHROPIC_BASE_URL": stub.url,
@@ -79,7 +100,7 @@ def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str)
                 "OTEL_LOG_TOOL_DETAILS": "1",
             }
             proc = subprocess.run(
-                ["claude", "-p", "Remember that promcp collects telemetry.", "--allowedTools", TOOL],
+                [str(claude), "-p", "Remember that promcp collects telemetry.", "--allowedTools", TOOL],
                 env=env,
                 cwd=work,
                 capture_output=True,
@@ -92,6 +113,7 @@ def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str)
         _, err = collect.communicate(timeout=120)
     assert collect.returncode == 0, err
     assert "rejected none" in err and "(1 Claude Code prompt(s))" in err, err
+    assert "0 tool result(s) without their call" in err, err
 
     df = pa.load(out).sort_values("seq")
     assert set(df["source"]) == {"otlp:claude-code"} and set(df["topology"]) == {"c-ots"}
@@ -114,7 +136,10 @@ def test_claude_code_telemetry_becomes_its_stages(tmp_path: Path, protocol: str)
         s3["tool_call_id"]
         == json.loads(outputs.iloc[0]["attrs"]).get("tool_call_ids", [s3["tool_call_id"]])[0]
     )
-    assert inputs["timing_quality"].eq("exact").all()  # the client's own time to first token
+    if claude in (CLAUDE, OLDER_CLAUDE["2.1.328"]):  # ttft_ms is sent: the client's own time to first token
+        assert inputs["timing_quality"].eq("exact").all()
+    else:  # releases before it send duration_ms only: the whole call is on the output event, exact
+        assert inputs["timing_quality"].eq("none").all() and outputs["timing_quality"].eq("exact").all()
 
 
 def _request(n: int, session: str = "s1") -> bytes:
@@ -205,3 +230,92 @@ def test_a_collector_file_export_imports_to_the_same_events(tmp_path: Path) -> N
     imported = pa.load(tmp_path / "imported")[keep].reset_index(drop=True)
     collected = pa.load(tmp_path / "collected")[keep].reset_index(drop=True)
     assert imported.equals(collected) and imported["stage"].tolist() == ["S1", "S6", "S5", "S6", "S5", "S6"]
+
+
+def test_a_stopped_recording_worker_makes_the_receiver_answer_503_and_say_why(tmp_path: Path) -> None:
+    """The worker dies (here: the dataset's _journal is a file, so nothing can be journaled): the request it was
+    recording is counted lost and said; every later one gets 503 naming the reason, never a 200 nobody records."""
+    (tmp_path / "_journal").write_text("not a folder")
+    said: list[str] = []
+    col = Collector(tmp_path, port=0, say=said.append).start()
+    url = "http://{}:{}/v1/logs".format(*col.address)
+    proto = {"content-type": "application/x-protobuf"}
+    try:
+        assert httpx.post(url, content=_request(1, "a"), headers=proto).status_code == 200
+        deadline = time.monotonic() + 10
+        while col.stopped is None and time.monotonic() < deadline:
+            httpx.post(url, content=_request(1, "b"), headers=proto)  # the prompt of "a" finishes
+            time.sleep(0.05)
+        refused = httpx.post(url, content=_request(1, "c"), headers=proto)
+    finally:
+        col.stop()
+    assert refused.status_code == 503 and "recording worker stopped" in refused.json()["message"]
+    assert any("recording worker stopped" in line and "_journal" in line for line in said), said
+
+
+def test_bodies_waiting_for_the_worker_are_bounded_in_bytes(tmp_path: Path) -> None:
+    """A flood of large bodies gets 503 once the bytes read and queued pass max_pending (the memory flood that
+    killed the worker with MemoryError), and every request answered 200 is recorded."""
+    col = Collector(tmp_path, port=0, max_pending=1_000_000)
+    col._serving.start()  # the worker is not running yet: what is acknowledged waits in memory
+    url = "http://{}:{}/v1/logs".format(*col.address)
+    proto = {"content-type": "application/x-protobuf"}
+    big = [_request(1500, f"s{i}") for i in range(4)]
+    assert all(300_000 < len(b) < 500_000 for b in big), [len(b) for b in big]
+    codes = [httpx.post(url, content=b, headers=proto).status_code for b in big]
+    col._worker.start()
+    stats = col.stop()
+    assert codes[:2] == [200, 200] and 503 in codes[2:], codes
+    df = pa.load(tmp_path)
+    assert df["task_id"].str.split(":").str[0].nunique() == codes.count(200) and stats.lost == 0
+
+
+def test_a_body_nested_thousands_deep_is_a_400_not_a_dropped_connection(tmp_path: Path) -> None:
+    col = Collector(tmp_path, port=0).start()
+    url = "http://{}:{}/v1/logs".format(*col.address)
+    try:
+        deep = httpx.post(url, content=b'{"a":' * 5000 + b"1" + b"}" * 5000,
+                          headers={"content-type": "application/json"})  # fmt: skip
+        deep_list = httpx.post(url, content=b"[" * 100_000 + b"]" * 100_000,
+                               headers={"content-type": "application/json"})  # fmt: skip
+        good = httpx.post(url, content=_request(1), headers={"content-type": "application/x-protobuf"})
+    finally:
+        stats = col.stop()
+    assert deep.status_code == 400 and "nested deeper" in deep.json()["message"]
+    assert deep_list.status_code == 400 and good.status_code == 200 and stats.rejected == {400: 2}
+
+
+def test_a_tool_result_without_a_call_to_join_is_kept_and_counted(tmp_path: Path) -> None:
+    """A tool_result whose prompt has no api_request (its call's record was lost by the sender) is neither
+    dropped nor glued to a wrong call: S3/S4 of its own, marked unplaced, counted in the receiver's summary."""
+
+    def kv(key: str, value: str | int) -> KeyValue:
+        v = AnyValue(int_value=value) if isinstance(value, int) else AnyValue(string_value=value)
+        return KeyValue(key=key, value=v)
+
+    now = time.time_ns()
+    records = [
+        LogRecord(time_unix_nano=now, attributes=[kv("event.name", "user_prompt"), kv("session.id", "u"),
+                  kv("prompt.id", "p1")]),
+        LogRecord(time_unix_nano=now + 10**9, attributes=[kv("event.name", "tool_result"), kv("session.id", "u"),
+                  kv("prompt.id", "p1"), kv("tool_name", "mcp__memory__read_graph"), kv("success", "true"),
+                  kv("duration_ms", "12"), kv("tool_use_id", "toolu_9"), kv("tool_result_size_bytes", 80)]),
+    ]  # fmt: skip
+    req = ExportLogsServiceRequest(resource_logs=[ResourceLogs(scope_logs=[ScopeLogs(log_records=records)])])
+    col = Collector(tmp_path, port=0).start()
+    url = "http://{}:{}/v1/logs".format(*col.address)
+    try:
+        ok = httpx.post(
+            url, content=req.SerializeToString(), headers={"content-type": "application/x-protobuf"}
+        )
+        assert ok.status_code == 200
+    finally:
+        stats = col.stop()
+    assert stats.unplaced == 1
+    df = pa.load(tmp_path).sort_values("seq")
+    assert df["stage"].tolist() == ["S3", "S4"]
+    s4 = df.iloc[1]
+    assert (s4["server"], s4["tool"], s4["tool_call_id"], s4["footprint_bytes"]) == (
+        "memory", "read_graph", "toolu_9", 80
+    )  # fmt: skip
+    assert json.loads(s4["attrs"])["unplaced"] is True and s4["latency_ms"] == 12

@@ -252,3 +252,77 @@ def test_rotation_finalizes_and_a_later_batch_continues_the_same_run(tmp_path: P
     df = pa.load(tmp_path)
     assert len(df) == 16 and df["run_id"].nunique() == 1  # the later batch was merged into the same day's run
     assert sorted(df["seq"]) == list(range(16)) and len(stats.runs) >= 2
+
+
+def _journaled(out: Path) -> int:
+    """Event lines journaled under ``out`` so far (run journals and parts)."""
+    lines = 0
+    for path in (out / "_journal").rglob("*.jsonl"):
+        lines += sum(1 for line in path.read_bytes().splitlines() if b'"stage":' in line)
+    return lines
+
+
+def test_a_killed_collector_restarted_keeps_everything_it_acknowledged(tmp_path: Path) -> None:
+    """SIGKILL, the same command again, then ``promcp finalize``: the events journaled before the kill are merged
+    with the ones after, never overwritten by the restarted collector's Parquet file nor removed by finalize."""
+    import os
+    import signal
+    import subprocess
+
+    from tests.stubs.ports import free_port, wait_port
+
+    out, port = tmp_path / "ds", free_port()
+    cmd = [sys.executable, "-m", "promcp.cli", "collect", "--listen", f"127.0.0.1:{port}", "--out", str(out)]
+    url, proto = f"http://127.0.0.1:{port}/v1/traces", {"content-type": "application/x-protobuf"}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    first_requests = [_foreign_request() for _ in range(5)]
+    first = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_port(port)
+        for request in first_requests:
+            ok = httpx.post(url, content=request.SerializeToString(), headers=proto)
+            assert ok.status_code == 200
+        deadline = time.monotonic() + 20
+        while _journaled(out) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _journaled(out) == 40
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+    second = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_port(port)
+        retry = first_requests[0].SerializeToString()  # an exporter's retry of a batch the first one recorded
+        assert httpx.post(url, content=retry, headers=proto).status_code == 200
+        for _ in range(3):
+            ok = httpx.post(url, content=_foreign_request().SerializeToString(), headers=proto)
+            assert ok.status_code == 200
+    finally:
+        second.send_signal(signal.SIGINT)
+        _, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    assert "8 duplicate row(s) skipped" in err and "adopted the journal" in err, err
+    done = subprocess.run(
+        [sys.executable, "-m", "promcp.cli", "finalize", str(out)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    df = pa.load(out)
+    assert len(df) == 8 * 8 and df["trace_id"].nunique() == 8 and df["run_id"].nunique() == 1
+    assert not list((out / "_journal").rglob("*.jsonl"))  # everything merged, nothing left behind
+
+
+def test_the_same_span_id_in_two_traces_is_two_spans(tmp_path: Path) -> None:
+    col = Collector(tmp_path, port=0).start()
+    url, proto = "http://{}:{}/v1/traces".format(*col.address), {"content-type": "application/x-protobuf"}
+    request = _foreign_request()
+    other = type(request)()
+    other.CopyFrom(request)
+    for span in other.resource_spans[0].scope_spans[0].spans:
+        span.trace_id = bytes(16 - len(b"other")) + b"other"
+    try:
+        for r in (request, other):
+            assert httpx.post(url, content=r.SerializeToString(), headers=proto).status_code == 200
+    finally:
+        stats = col.stop()
+    df = pa.load(tmp_path)
+    assert stats.duplicates == 0 and len(df) == 16 and df["trace_id"].nunique() == 2

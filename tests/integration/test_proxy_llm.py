@@ -297,3 +297,63 @@ def test_cli_proxy_runs_until_sigterm_and_finalizes(tmp_path: Path) -> None:
     assert "1 LLM call(s) in 1 task(s)" in rest
     df = pa.load(tmp_path)
     assert df.stage.tolist() == ["S1", "S6"] and set(df.source) == {"proxy:llm"}
+
+
+def test_bodies_nested_thousands_deep_are_relayed_and_recorded_as_unparsed(tmp_path: Path) -> None:
+    """A tool input or a tool result nested 5,000–100,000 deep: the client gets the upstream's answer and every
+    call has its event (``unparsed_request``), never a RecursionError with no event at all."""
+
+    def nested(depth: int) -> str:
+        return '{"a":' * depth + "1" + "}" * depth
+
+    def body(depth: int, where: str) -> bytes:
+        deep = nested(depth)
+        if where == "input":
+            blocks = f'[{{"type":"tool_use","id":"t1","name":"x","input":{deep}}}]'
+            messages = f'[{{"role":"user","content":"hi"}},{{"role":"assistant","content":{blocks}}}]'
+        else:
+            result = f'[{{"type":"tool_result","tool_use_id":"t1","content":[{{"type":"text","text":"x","d":{deep}}}]}}]'
+            messages = f'[{{"role":"user","content":{result}}}]'
+        return f'{{"model":"claude-sonnet-4-5","max_tokens":10,"messages":{messages}}}'.encode()
+
+    cases = [(5_000, "input"), (100_000, "result"), (20_000, "input")]
+    text = [{"type": "text", "text": "ok"}]
+    replies = [Reply(200, anthropic_reply(text, stop="end_turn")) for _ in range(len(cases) + 1)]
+
+    def send(c: Any, url: str) -> list[int]:
+        codes = [
+            c.post(url + "/v1/messages", content=body(d, w), headers=HEADERS).status_code for d, w in cases
+        ]
+        codes.append(c.post(url + "/v1/messages", json=MESSAGES, headers=HEADERS).status_code)
+        return codes
+
+    codes, df = record(tmp_path, replies, send)
+    assert codes == [200, 200, 200, 200]
+    unparsed = df[df["error_type"] == "unparsed_request"]
+    assert len(unparsed) == 3 and all("nested deeper" in p for p in unparsed["resp_preview"])
+    assert df[df["stage"] == "S6"]["tokens_out"].notna().all()  # the normal call after them is whole
+
+
+def test_a_long_stream_is_relayed_whole_and_recorded_bounded(tmp_path: Path) -> None:
+    """A stream far longer than the head and tail promcp keeps: every byte reaches the client, the call keeps its
+    usage and stop reason (in the tail), and the frames in between are counted, not held."""
+    from promcp.proxy.llm import _exchange
+
+    events = anthropic_stream(tool=None, text="ab", output_tokens=123_456)
+    head, tail = events[:4], events[4:]
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x" * 500}}
+    middle = [("content_block_delta", delta)] * 12_000  # ~6.7 MB of frames, over HEAD_BYTES + TAIL_BYTES
+    chunks = [sse([(name, data)]) for name, data in [*head, *middle, *tail]]
+    total = sum(len(c) for c in chunks)
+    assert total > 3 * (_exchange.HEAD_BYTES + _exchange.TAIL_BYTES)
+    replies = [Reply(200, Drip(chunks), SSE_HEADERS)]
+    body = {**MESSAGES, "stream": True}
+    got, df = record(
+        tmp_path, replies, lambda c, url: c.post(url + "/v1/messages", json=body, headers=HEADERS)
+    )
+    assert got.status_code == 200 and len(got.content) == total  # relayed whole
+    out = df[df["stage"] == "S6"].iloc[0]
+    a = attrs(out)
+    assert out["tokens_out"] == 123_456 and out["status"] == "ok"  # usage from the tail
+    assert a["stream_frames_not_read"] > 9_000 and a["stream_bytes_not_read"] > 4_000_000
+    assert a["stream_frames"] + a["stream_frames_not_read"] == len(chunks)  # every frame read or counted

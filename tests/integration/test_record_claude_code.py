@@ -25,6 +25,11 @@ from tests.stubs.scripted_llm import Delegating, Scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUDE = ROOT / "node_modules" / ".bin" / "claude"
+#: older Claude Code releases, installed as npm aliases (package.json)
+OLDER_CLAUDE = {
+    v: ROOT / "node_modules" / f"claude-code-{v.replace('.', '-')}" / "bin" / "claude.exe"
+    for v in ("2.1.150", "2.1.328")
+}
 MEMORY = ROOT / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
 PROMCP = Path(sys.executable).parent / "promcp"
 SECRET = "sk-ant-api03-promcp-test-secret-0123456789abcdef"
@@ -39,18 +44,27 @@ pytestmark = [
 ]
 
 
-def run_claude(tmp_path: Path, script: Scripted, *, tool_search: bool) -> tuple[dict[str, Any], Path, str]:
+def run_claude(
+    tmp_path: Path, script: Scripted, *, tool_search: bool, claude: Path = CLAUDE
+) -> tuple[dict[str, Any], Path, str]:
     home, work, out = tmp_path / "home", tmp_path / "work", tmp_path / "traces"
     home.mkdir()
     work.mkdir()
+    bin_dir = CLAUDE.parent
+    if claude != CLAUDE:  # an older release: `claude` on PATH is that one
+        assert claude.exists(), f"{claude} is missing: npm ci installs every version package.json names"
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "claude").symlink_to(claude)
     memory_env = {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}
     servers = {"memory": {"command": "node", "args": [str(MEMORY)], "env": memory_env}}
     (home / ".claude.json").write_text(json.dumps({"mcpServers": servers}))
     env = {
-        "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         "HOME": str(home),
         "ANTHROPIC_API_KEY": SECRET,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "MCP_CONNECTION_NONBLOCKING": "false",  # older releases: the first call waits for the MCP server
     }
     if not tool_search:
         env["ENABLE_TOOL_SEARCH"] = "false"
@@ -72,10 +86,17 @@ def run_claude(tmp_path: Path, script: Scripted, *, tool_search: bool) -> tuple[
     return json.loads(proc.stdout), out, proc.stderr
 
 
-@pytest.mark.parametrize("tool_search", [True, False], ids=["tool-search", "inline-tools"])
-def test_claude_code_end_to_end(tmp_path: Path, tool_search: bool) -> None:
+@pytest.mark.parametrize(
+    ("tool_search", "claude"),
+    [
+        pytest.param(True, CLAUDE, id="tool-search"),
+        pytest.param(False, CLAUDE, id="inline-tools"),
+        *(pytest.param(False, path, id=f"inline-tools-{v}") for v, path in OLDER_CLAUDE.items()),
+    ],
+)
+def test_claude_code_end_to_end(tmp_path: Path, tool_search: bool, claude: Path) -> None:
     script = Scripted(TOOL, ARGS, answer="Saved: ")
-    result, out, stderr = run_claude(tmp_path, script, tool_search=tool_search)
+    result, out, stderr = run_claude(tmp_path, script, tool_search=tool_search, claude=claude)
     assert "MCP servers recorded: memory" in stderr
     # the client got exactly what the upstream said: its final text and the usage it added up
     assert result["is_error"] is False

@@ -33,6 +33,7 @@ class Scripted:
     arguments: dict[str, Any]
     answer: str = "Done: "
     delay_s: float = 0.0  # between two stream events
+    request_ids: bool = True  # send a request-id header (a gateway in front of the API may not)
     sent: list[bytes] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)
@@ -53,7 +54,8 @@ class Scripted:
 
     def _reply(self, data: list[bytes], n: int) -> Reply:
         self.sent.append(b"".join(data))
-        return Reply(200, Drip(data, delay_s=self.delay_s), {**SSE_HEADERS, "request-id": f"req_{n:04d}"})
+        headers = {**SSE_HEADERS, "request-id": f"req_{n:04d}"} if self.request_ids else dict(SSE_HEADERS)
+        return Reply(200, Drip(data, delay_s=self.delay_s), headers)
 
     # -- Anthropic Messages ---------------------------------------------------------------------------------------
 

@@ -309,3 +309,32 @@ def test_url_mirrors_the_upstream_path() -> None:
         assert proxy.url.endswith("/v1")
         assert httpx.post(proxy.url + "/chat/completions", json={}).json() == {"ok": 1}
     assert stub.requests[0].path == "/v1/chat/completions"
+
+
+def test_slow_and_surplus_clients_are_closed_with_one_line_each(caplog: pytest.LogCaptureFixture) -> None:
+    """Slowloris (half a head, then nothing) is closed after client_timeout_s; past max_connections a new
+    connection is closed at once; each is one log line, and a normal request is still served."""
+    reply = Reply(200, {"ok": True})
+    with (
+        caplog.at_level("WARNING", logger="promcp.proxy"),
+        StubServer([reply]) as stub,
+        ReverseProxy(stub.url, observe=Recording, client_timeout_s=0.5, max_connections=3) as proxy,
+    ):
+        slow = [socket.create_connection((proxy.host, proxy.port)) for _ in range(3)]
+        for s in slow:
+            s.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-")
+        time.sleep(0.2)
+        surplus = socket.create_connection((proxy.host, proxy.port))
+        surplus.settimeout(5)
+        assert surplus.recv(1) == b""  # closed at once
+        surplus.close()
+        time.sleep(1.0)
+        for s in slow:
+            s.settimeout(5)
+            assert s.recv(1) == b""  # the proxy closed every slow one after the timeout
+            s.close()
+        got = httpx.post(proxy.url + "/v1/messages", json={"a": 1})
+        assert got.status_code == 200
+        assert proxy.stats.errors["client_timeout"] == 3 and proxy.stats.errors["too_many_connections"] == 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "promcp.proxy"]
+    assert len(lines) == 4 and all(r.exc_info is None for r in caplog.records), lines

@@ -395,3 +395,17 @@ def test_format_html_writes_the_page_to_stdout(tmp_path: Path) -> None:
     data = embedded(page)
     assert data["header"]["selection"] == {"latest": 1} and data["report"]["tasks"] == 5
     assert run.stdout.startswith("<!doctype html>") and 'id="chart-waterfall"' in run.stdout
+
+
+def test_a_tool_name_that_opens_a_script_cannot_break_the_page(tmp_path: Path) -> None:
+    """A tool named ``<!--<script>`` used to switch the page's data element into the HTML parser's double-escaped
+    script state: the data no longer parsed (empty selects, no charts). Embedded JSON holds no ``<`` at all now."""
+    hostile = "<!--<script></script>"
+    events = [e.replace(tool=hostile) if e.tool else e for e in synth.events(2, seed=5)]
+    out = write_html(write_dataset(tmp_path / "ds", events), tmp_path / "page.html")
+    text = out.read_text(encoding="utf-8")
+    for element in ("promcp-data", "promcp-specs"):
+        body = re.search(rf'<script type="application/json" id="{element}">(.*?)</script>', text, re.S)
+        assert body is not None and "<" not in body.group(1) and ">" not in body.group(1)
+    data = embedded(out)
+    assert hostile in json.dumps(data, ensure_ascii=False) and isinstance(embedded(out, "promcp-specs"), dict)

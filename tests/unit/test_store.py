@@ -258,3 +258,93 @@ def test_a_dataset_written_by_schema_v1_loads_with_the_new_columns_null(tmp_path
     assert str(df["cache_read_tokens"].dtype) == "Int64"
     rep = report(tmp_path / "old", sections=["phases"])
     assert rep.tasks == 1
+
+
+def _run_with(out: Path, run_id: str, tasks: list[str], *, finalize_run: bool) -> Path | None:
+    rec = Recorder(out, run_id=run_id, topology="c-cust", source="otlp:spans")
+    rec.emit_many([Event(stage=Stage.S1, task_id=t, t_start_ns=i) for i, t in enumerate(tasks)])
+    return rec.close(finalize_run=finalize_run)
+
+
+def test_finalize_merges_a_journal_whose_run_file_holds_other_events(tmp_path: Path) -> None:
+    """A killed process's journal, and a Parquet file a later process wrote for the same run id: ``promcp
+    finalize`` merges the two (it used to delete the journal as "already finalized")."""
+    from promcp.store.parquet import finalize_pending
+
+    _run_with(tmp_path, "r", ["killed-1", "killed-2"], finalize_run=False)  # left by the killed process
+    elsewhere = tmp_path / "later"
+    written = _run_with(elsewhere, "r", ["later-1"], finalize_run=True)
+    assert written is not None
+    dest = tmp_path / written.relative_to(elsewhere)
+    dest.parent.mkdir(parents=True)
+    written.rename(dest)  # the later process's run file, same run id
+    finalize_pending(tmp_path)
+    df = pa_.load(tmp_path)
+    assert sorted(df["task_id"]) == ["killed-1", "killed-2", "later-1"]
+    assert not list((tmp_path / JOURNAL_DIR).rglob("*.jsonl"))
+    finalize_pending(tmp_path)  # idempotent
+    assert len(pa_.load(tmp_path)) == 3
+
+
+def test_finalize_still_removes_a_journal_already_in_its_run_file(tmp_path: Path) -> None:
+    from promcp.store.parquet import finalize_pending
+
+    rec = Recorder(tmp_path, run_id="r", topology="c-cust", source="x")
+    rec.emit(Event(stage=Stage.S1, task_id="t"))
+    rec.close(finalize_run=False)
+    copy = rec.journal_path.read_bytes()
+    from promcp.store.parquet import finalize
+
+    finalize(rec.journal_path)
+    rec.journal_path.write_bytes(copy)  # a finalize that died after writing the run file
+    finalize_pending(tmp_path)
+    assert len(pa_.load(tmp_path)) == 1 and not rec.journal_path.exists()
+
+
+def test_a_run_written_in_parts_creates_owner_only_folders(tmp_path: Path) -> None:
+    """What the proxies and `promcp record` write (journal parts) gets 0700 folders and 0600 files, like every
+    other source, whatever the umask."""
+    old = os.umask(0o022)
+    try:
+        rec = Recorder(tmp_path / "ds", run_id="r", topology="c-ots", source="proxy:llm", part="llm")
+        rec.emit(Event(stage=Stage.S1, task_id="t"))
+        rec.close()
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "ds").rglob("*"):
+        expected = 0o700 if path.is_dir() else 0o600
+        assert path.stat().st_mode & 0o777 == expected, path
+    assert (tmp_path / "ds").stat().st_mode & 0o777 == 0o700
+
+
+def test_record_removes_the_temp_folder_a_killed_record_left(tmp_path: Path) -> None:
+    import tempfile
+
+    from promcp.proxy.record import TEMP_PREFIX, _sweep_temp
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    left = Path(tempfile.gettempdir()) / f"{TEMP_PREFIX}{dead.stdout.strip()}-abc"
+    left.mkdir()
+    (left / "mcp-config.json").write_text('{"mcpServers": {"x": {"env": {"TOKEN": "secret"}}}}')
+    mine = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
+    try:
+        _sweep_temp()
+        assert not left.exists() and mine.exists()  # a live record's folder stays
+    finally:
+        mine.rmdir()
+
+
+def test_content_none_stores_no_text_not_even_previews(tmp_path: Path) -> None:
+    aws = "aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY and password hunter2"
+    rec = Recorder(tmp_path, run_id="r", content="none")
+    rec.emit(Event(stage=Stage.S4, task_id="t", req_preview=aws, resp_preview=aws))
+    rec.put_text("result", aws)
+    rec.close()
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert b"wJalrXUtnFEMI" not in data and b"hunter2" not in data, path
+    df = pa_.load(tmp_path)
+    assert df["req_preview"].isna().all() and df["resp_preview"].isna().all()

@@ -84,7 +84,15 @@ class PageData:
             for k, v in small.items()
         ]
         parts += [json.dumps(k) + ":" + _split_json(v) for k, v in frames.items()]
-        return ("{" + ",".join(parts) + "}").replace("</", "<\\/")
+        return json_in_script("{" + ",".join(parts) + "}")
+
+
+def json_in_script(text: str) -> str:
+    """JSON text that cannot end, or change the parsing of, the ``<script>`` element it sits in: every ``<``, ``>``
+    and ``&`` as a ``\\u`` escape (they can only occur inside JSON strings, so the JSON reads the same). Escaping
+    ``</`` alone is not enough: a string holding ``<!--<script>`` (a tool name, say) switches the HTML parser into
+    the script's "double escaped" state, and the page's data no longer parses."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _split_json(frame: pd.DataFrame) -> str:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from promcp.analysis.views.base import Column, Table
 from promcp.analysis.views.html._charts import specs
-from promcp.analysis.views.html._data import TASK_SECTIONS, PageData
+from promcp.analysis.views.html._data import TASK_SECTIONS, PageData, json_in_script
 from promcp.analysis.views.htmldoc import esc, notes_html, page_html, table_html, tables_html
 
 #: Nothing is fetched: scripts and styles are inline, images are data: URLs, no connection is allowed.
@@ -215,7 +215,7 @@ def render(page: PageData) -> str:
     doc = page.report
     summary = [t for t in doc.tables if t.name not in TASK_SECTIONS]
     tasks = [t for t in doc.tables if t.name in TASK_SECTIONS]
-    spec_json = _script_safe(json.dumps(specs(), separators=(",", ":")))
+    spec_json = json_in_script(json.dumps(specs(), separators=(",", ":")))
     title = f"promcp report — {h['dataset']}"
     notes = notes_html([*doc.notes, *page.notes])
     body = f"""<header class="page">

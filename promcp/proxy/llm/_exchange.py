@@ -3,7 +3,10 @@
 :func:`api_of` tells the provider API from the request path. :class:`LLMExchange` is the core's observer: it keeps
 the request (bytes as received), the response head, the instants that matter (request received, response head,
 first body byte, end), and the response body — a streamed one (SSE, NDJSON) decoded frame by frame into the wire
-format's stream accumulator as the bytes pass, a plain one kept as bytes (bounded) to be parsed later. When the
+format's stream accumulator as the bytes pass, a plain one kept as bytes (bounded) to be parsed later. A stream's
+recording is bounded however long it runs: its first :data:`HEAD_BYTES` of frames are read, then only the last
+:data:`TAIL_FRAMES` (at most :data:`TAIL_BYTES`) are kept and read when it ends — where the usage and the stop
+reason are — and the frames in between are counted (``skipped_frames`` / ``skipped_bytes``), not held. When the
 exchange ends, the finished :class:`LLMExchange` goes to ``done`` (the recorder's queue), where the request is
 parsed, tokens are counted and events are built, off the proxy's event loop.
 """
@@ -12,13 +15,14 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from promcp.proxy._http import ExchangeObserver, Outcome, ProxyRequest, ProxyResponse
 from promcp.stages.clock import Instant
 from promcp.wire import Accumulator, stream_accumulator
-from promcp.wire.framing import NDJSONDecoder, SSEDecoder
+from promcp.wire.framing import NDJSONDecoder, SSEDecoder, SSEEvent
 from promcp.wire.openai import DONE
 
 __all__ = ["COUNT_TOKENS", "MAX_BODY_BYTES", "LLMExchange", "api_of"]
@@ -27,6 +31,11 @@ __all__ = ["COUNT_TOKENS", "MAX_BODY_BYTES", "LLMExchange", "api_of"]
 COUNT_TOKENS = "anthropic-count-tokens"
 #: a non-streamed response body larger than this is forwarded but not kept (recorded as unparsed)
 MAX_BODY_BYTES = 64 * 1024 * 1024
+#: a stream's frames read as they come (the start of the answer, the tool calls it opens with)…
+HEAD_BYTES = 1024 * 1024
+#: …then only its last frames are kept (where usage and the stop reason are), by count and by bytes
+TAIL_FRAMES = 256
+TAIL_BYTES = 1024 * 1024
 
 
 def api_of(method: str, path: str) -> str | None:
@@ -68,6 +77,11 @@ class LLMExchange(ExchangeObserver):
         self._decoder: SSEDecoder | NDJSONDecoder | None = None
         self._inflate: Any = None
         self._done = done
+        self._head_bytes = 0
+        self._tail: deque[tuple[Any, int]] = deque()
+        self._tail_bytes = 0
+        self.skipped_frames = 0  # frames between the head and the tail: counted, not read
+        self.skipped_bytes = 0
 
     @property
     def streamed(self) -> bool:
@@ -122,7 +136,22 @@ class LLMExchange(ExchangeObserver):
             return
         assert self.stream is not None
         for frame in self._decoder.feed(data):
+            self._take(frame)
+
+    def _take(self, frame: Any) -> None:
+        """Read a frame now (the head), or keep it among the last ones (the tail), dropping the oldest kept."""
+        size = len(frame.data) if isinstance(frame, SSEEvent) else 64  # NDJSON lines arrive decoded
+        if self._head_bytes < HEAD_BYTES:
+            self._head_bytes += size
             self._feed(frame)
+            return
+        self._tail.append((frame, size))
+        self._tail_bytes += size
+        while len(self._tail) > TAIL_FRAMES or (self._tail_bytes > TAIL_BYTES and len(self._tail) > 1):
+            _old, old_size = self._tail.popleft()
+            self._tail_bytes -= old_size
+            self.skipped_frames += 1
+            self.skipped_bytes += old_size
 
     def _feed(self, frame: Any) -> None:
         assert self.stream is not None
@@ -143,5 +172,7 @@ class LLMExchange(ExchangeObserver):
         self.outcome = outcome
         if self._decoder is not None and self.decode_error is None:
             for frame in self._decoder.close():
-                self._feed(frame)
+                self._take(frame)
+            while self._tail:
+                self._feed(self._tail.popleft()[0])
         self._done(self)

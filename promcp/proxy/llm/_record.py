@@ -12,7 +12,6 @@ MCP proxy recorded the real ``tools/call``, the run's merge joins it to the call
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import re
@@ -43,6 +42,7 @@ from promcp.wire import (
     parse_request,
     parse_response,
 )
+from promcp.wire.json_bounds import loads as bounded_json
 
 __all__ = ["SESSION_HEADERS", "Counters", "LLMRecording"]
 
@@ -119,10 +119,15 @@ class LLMRecording:
                 if exchange is None:
                     return
                 self._record(exchange)
-            except Exception as exc:  # never lose the worker: say which exchange could not be recorded
+            except Exception as exc:  # never lose the worker, nor the call: an event says it was not readable
                 where = f"{exchange.request.method} {exchange.request.path}" if exchange is not None else "?"
                 self.errors.append(f"{where}: {type(exc).__name__}: {exc}")
-                log.exception("promcp proxy llm: could not record %s", where)
+                log.warning("promcp proxy llm: could not record %s: %s: %s", where, type(exc).__name__, exc)
+                if exchange is not None and exchange.outcome is not None:
+                    try:
+                        self._unparsed(exchange, f"could not be recorded: {type(exc).__name__}: {exc}"[:300])
+                    except Exception as again:  # the recorder itself failed: said above, counted in errors
+                        self.errors.append(f"{where}: not recorded either: {again}")
             finally:
                 self._queue.task_done()
 
@@ -158,7 +163,7 @@ class LLMRecording:
         outcome = ex.outcome
         assert outcome is not None
         try:
-            body = json.loads(ex.request.body)
+            body = bounded_json(ex.request.body)
             if not isinstance(body, dict):
                 raise ValueError("not a JSON object")
             request = parse_request(ex.api, body)
@@ -319,6 +324,9 @@ class LLMRecording:
         if ex.stream is not None:
             output = ex.stream.result()
             attrs["stream_frames"] = ex.frames
+            if ex.skipped_frames:  # a long stream: its middle counted, not read (promcp/proxy/llm/_exchange.py)
+                attrs["stream_frames_not_read"] = ex.skipped_frames
+                attrs["stream_bytes_not_read"] = ex.skipped_bytes
             if error == "upstream_cut":
                 return None, Failure.of("upstream_cut", outcome.message, **attrs), attrs
             if output.error is not None:
@@ -327,7 +335,7 @@ class LLMRecording:
         if ex.body_dropped:
             return None, Failure.of("unreadable_response", "response body over the size kept", **attrs), attrs
         try:
-            doc = json.loads(bytes(ex.body))
+            doc = bounded_json(bytes(ex.body))
         except ValueError:
             return None, Failure.of("unreadable_response", "response body is not JSON", **attrs), attrs
         output = parse_response(ex.api, doc)

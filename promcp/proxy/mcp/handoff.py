@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from promcp.recorder import Recorder
+from promcp.store.files import make_dirs
 from promcp.store.parts import finalize_group, parts_dir
 
 __all__ = ["hand_off", "main"]
@@ -32,7 +33,7 @@ def hand_off(recorder: Recorder) -> Path | None:
     if not items:
         return None
     folder = parts_dir(recorder.out, recorder.run_id)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     path = folder / f".handoff-{os.getpid()}-{secrets.token_hex(4)}.pkl"
     payload: dict[str, Any] = {
         "out": str(Path(recorder.out).absolute()),

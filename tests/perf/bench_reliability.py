@@ -1,0 +1,212 @@
+"""Reliability figures of the live sources (docs/architecture.md, "Reliability of the live sources"): what they
+hold and what they lose under an endless stream, slow senders and many senders. One run prints one table.
+
+* ``endless stream`` — ``promcp proxy llm`` (a real subprocess) relays an SSE stream that never ends (an asyncio
+  upstream on loopback sending 1 KB text deltas as fast as the client reads them) for ``--stream-s`` seconds; the
+  proxy's RSS is sampled every second (``/proc/<pid>/status``, VmRSS): first sample, peak, last; the client's bytes.
+* ``slowloris`` — ``promcp collect`` (in process, ``timeout_s=--timeout``) gets ``--slow`` sockets that send half a
+  request head and stop; after the timeout plus one second, how many are still held open by the receiver.
+* ``200 senders`` — ``--senders`` threads, each its own connection, POST OTLP log batches to ``promcp collect`` for
+  ``--senders-s`` seconds, retrying a 503 after its Retry-After (as exporters do): batches answered 200, events
+  recorded (expected: every acknowledged batch's), connection resets and refusals.
+
+    .venv/bin/python tests/perf/bench_reliability.py [--stream-s 60] [--senders 200] [--senders-s 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def _endless_upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while (await reader.readline()) not in (b"\r\n", b""):
+        pass  # the head; the body is read by length below
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+    start = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message",'
+        b'"role":"assistant","model":"x","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}\n\n'
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":{"type":"text","text":""}}\n\n'
+    )
+    delta = (
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":"' + b"x" * 1000 + b'"}}\n\n'
+    )
+    try:
+        writer.write(b"%x\r\n%s\r\n" % (len(start), start))
+        chunk = b"%x\r\n%s\r\n" % (len(delta) * 16, delta * 16)
+        while True:
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+
+
+def endless_stream(seconds: float) -> dict[str, Any]:
+    """RSS of a ``promcp proxy llm`` process relaying a never-ending stream."""
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(asyncio.start_server(_endless_upstream, "127.0.0.1", 0))
+    up_port = server.sockets[0].getsockname()[1]
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    out = Path(tempfile.mkdtemp(prefix="promcp-bench-rel-"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "promcp.cli", "proxy", "llm", "--upstream", f"http://127.0.0.1:{up_port}",
+         "--listen", f"127.0.0.1:{port}", "--out", str(out)],
+        stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    samples: list[float] = []
+    received = 0
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                client = socket.create_connection(("127.0.0.1", port))
+                break
+            except OSError:
+                time.sleep(0.2)
+        body = (
+            b'{"model":"claude-x","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
+        )
+        client.sendall(
+            b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        start = next_sample = time.monotonic()
+        while time.monotonic() - start < seconds:
+            received += len(client.recv(1 << 20))
+            if time.monotonic() >= next_sample:
+                samples.append(_rss_mb(proc.pid))
+                next_sample += 1.0
+        client.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        loop.call_soon_threadsafe(loop.stop)
+    return {"seconds": seconds, "MB relayed": received / 1e6, "RSS first": samples[0], "RSS peak": max(samples),
+            "RSS last": samples[-1]}  # fmt: skip
+
+
+def slowloris(n: int, timeout_s: float) -> dict[str, Any]:
+    from promcp.collect import Collector
+
+    col = Collector(tempfile.mkdtemp(prefix="promcp-bench-rel-"), port=0, timeout_s=timeout_s).start()
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(col.address)
+        s.sendall(b"POST /v1/logs HTTP/1.1\r\nhost: x\r\ncontent-")  # half a head, then nothing
+        socks.append(s)
+    time.sleep(timeout_s + 1.0)
+    held = 0
+    for s in socks:
+        s.settimeout(0.5)
+        try:
+            held += s.recv(1) != b""  # b"": the receiver closed it
+        except TimeoutError:
+            held += 1  # still open, waiting
+        except OSError:
+            pass
+        s.close()
+    col.stop()
+    return {"sockets": n, "timeout s": timeout_s, "held after timeout": held}
+
+
+def senders(n: int, seconds: float) -> dict[str, Any]:
+    import http.client
+
+    import promcp.analysis as pa
+    from promcp.collect import Collector
+    from tests.integration.test_collect import _request
+
+    out = tempfile.mkdtemp(prefix="promcp-bench-rel-")
+    col = Collector(out, port=0, idle_s=1.0).start()
+    host, port = col.address
+    counts = {"200": 0, "503": 0, "resets": 0, "other": 0}
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+    start_gate = threading.Barrier(n)
+
+    def sender(i: int) -> None:
+        start_gate.wait()
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        k = 0
+        while time.monotonic() < stop_at:
+            body = _request(2, f"s{i}-{k}")
+            try:
+                conn.request("POST", "/v1/logs", body, {"content-type": "application/x-protobuf"})
+                resp = conn.getresponse()
+                resp.read()
+                key = str(resp.status) if resp.status in (200, 503) else "other"
+                with lock:
+                    counts[key] += 1
+                if resp.status == 200:
+                    k += 1
+                else:
+                    time.sleep(float(resp.getheader("retry-after") or 1))
+            except (ConnectionError, OSError):
+                with lock:
+                    counts["resets"] += 1
+                conn.close()
+                conn = http.client.HTTPConnection(host, port, timeout=30)
+        conn.close()
+
+    threads = [threading.Thread(target=sender, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats = col.stop()
+    df = pa.load(out)
+    recorded = df["task_id"].nunique()
+    return {"senders": n, "seconds": seconds, "batches 200": counts["200"], "503 (retried)": counts["503"],
+            "prompts recorded": recorded, "lost": counts["200"] - recorded, "resets": counts["resets"],
+            "refused": stats.refused_connections}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stream-s", type=float, default=60.0)
+    parser.add_argument("--slow", type=int, default=50)
+    parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--senders", type=int, default=200)
+    parser.add_argument("--senders-s", type=float, default=20.0)
+    args = parser.parse_args()
+    rows = [
+        ("endless stream (proxy llm)", endless_stream(args.stream_s)),
+        ("slowloris (collect)", slowloris(args.slow, args.timeout)),
+        ("many senders (collect)", senders(args.senders, args.senders_s)),
+    ]
+    print(f"{'measurement':<28} figures")
+    for name, row in rows:
+        print(
+            f"{name:<28} "
+            + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
+        )
+
+
+if __name__ == "__main__":
+    main()
