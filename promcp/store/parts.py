@@ -158,6 +158,10 @@ def _drop_merged(root: Path, contents: list[JournalContents], *, remove: bool) -
     (``remove``: deleted, what a merge does; readers leave them)."""
     if not contents:
         return contents
+    import pyarrow.parquet as pq
+
+    from promcp.store.parquet import META_RUN, run_file
+
     header = contents[0].header
     path = run_file(root, header.topology, header.run_id)
     if not path.exists():
