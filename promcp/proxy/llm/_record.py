@@ -324,7 +324,9 @@ class LLMRecording:
         if ex.stream is not None:
             output = ex.stream.result()
             attrs["stream_frames"] = ex.frames
-            if ex.skipped_frames:  # a long stream: its middle counted, not read (promcp/proxy/llm/_exchange.py)
+            if (
+                ex.skipped_frames
+            ):  # a long stream: its middle counted, not read (promcp/proxy/llm/_exchange.py)
                 attrs["stream_frames_not_read"] = ex.skipped_frames
                 attrs["stream_bytes_not_read"] = ex.skipped_bytes
             if error == "upstream_cut":
