@@ -215,7 +215,9 @@ def _table(summaries: list[ImportSummary]) -> Table:
             s.format,
             f"{s.bytes / 1e6:.2f}",
             str(s.imported),
-            str(s.skipped + len(s.duplicates)),  # a file imported before: skipped whole (note below)
+            str(
+                s.skipped + len(s.duplicates) + s.unchanged
+            ),  # a file imported before or unchanged: skipped whole (note below)
             str(s.tasks),
             str(s.events),
         )

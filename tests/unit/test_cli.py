@@ -39,7 +39,7 @@ def test_report_on_a_missing_path_is_one_clear_line(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("args", [["report"], ["report", ".", "--format", "xml"], ["frobnicate"]])
+@pytest.mark.parametrize("args", [["report", ".", "--format", "xml"], ["frobnicate"]])
 def test_bad_arguments_exit_2(args: list[str]) -> None:
     out = _promcp(*args)
     assert out.returncode == 2 and "usage:" in out.stderr

@@ -40,7 +40,7 @@ def test_a_mixed_import_imports_what_is_valid_and_names_the_rest(
     # a second import of the same file: the table counts it as skipped, as the note says
     assert main(["import", str(good), "--out", str(out)]) == 0
     again = capsys.readouterr().out
-    assert "was imported before" in again
+    assert "unchanged since imported: not read" in again
     row = next(line for line in again.splitlines() if "claude-ai-cases" in line)
     assert [c.strip() for c in row.split("│")[4:6]] == ["0", "1"]  # imported 0, skipped 1
 
