@@ -97,7 +97,9 @@ def test_step_1_records_what_the_readme_shows(clone: Path) -> None:
     assert _table(got, title) == _table(shown, title)  # every token figure, to the digit
     dataset = clone / "traces" / "tour"
     assert reader_problems(dataset) == []
-    assert sorted(p.name for p in dataset.iterdir()) == ["_content", "topology=l-cust"]
+    # only Parquet under the Hive layout (an emptied journal folder may stay: readers skip "_" names)
+    left = [p.name for p in dataset.iterdir() if not (p.name == "_journal" and not any(p.iterdir()))]
+    assert sorted(left) == ["_content", "topology=l-cust"]
     assert (clone / "traces" / "tour.scratch" / "logs").is_dir()
 
 
