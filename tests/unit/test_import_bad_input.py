@@ -81,7 +81,8 @@ def test_importing_the_same_file_twice_is_detected(
     assert main(["import", str(export), "--out", str(out), "--quiet"]) == 0
     first = analysis.load(out)
     capsys.readouterr()
-    assert main(["import", str(export), "--out", str(out)]) == 0  # not --quiet: that prints nothing but errors
+    # not --quiet: that prints nothing but errors
+    assert main(["import", str(export), "--out", str(out)]) == 0
     assert "1 file(s) unchanged since imported: not read" in capsys.readouterr().out
     assert len(analysis.load(out)) == len(first), "nothing doubled"
     (other := tmp_path / "renamed.json").write_bytes(export.read_bytes())  # same content, other name
