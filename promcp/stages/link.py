@@ -149,13 +149,26 @@ def link_tool_calls(events: Sequence[Event]) -> list[Event]:
         joined[i] = (plan, join)
         if s4 is not None:
             joined[s4] = (plan, join)
-    if not joined:
+    late = _late_results(events, set(joined))
+    if not joined and not late:
         return list(events)
     linked_ids = {plan.call_id for plan, _ in joined.values()}
     out: list[Event] = []
     for i, e in enumerate(events):
         if (e.attrs or {}).get("derived") and e.tool_call_id in linked_ids:
             continue  # the exact pair replaces the derived one
+        if i in late:  # a result that arrived after its call was joined by an earlier pass: the call's link
+            s3 = events[late[i]]
+            extra = {k: v for k, v in (s3.attrs or {}).items() if k in ("join", "llm_tool_name")}
+            out.append(
+                e.replace(
+                    task_id=s3.task_id,
+                    round=s3.round,
+                    tool_call_id=s3.tool_call_id,
+                    attrs={**(e.attrs or {}), **extra},
+                )
+            )
+            continue
         found = joined.get(i)
         if found is None:
             out.append(e)
@@ -166,6 +179,21 @@ def link_tool_calls(events: Sequence[Event]) -> list[Event]:
             e.replace(task_id=linked.task_id, round=linked.round, tool_call_id=linked.call_id, attrs=attrs)
         )
     return out
+
+
+def _late_results(events: Sequence[Event], taken: set[int]) -> dict[int, int]:
+    """index of an unlinked S4 -> index of its S3 that an earlier pass already joined (the S4 came later: a proxy's
+    hand-off journaled it after the first merge of the run)."""
+    linked = [
+        i
+        for i, e in enumerate(events)
+        if e.stage is Stage.S3
+        and e.mcp_method == "tools/call"
+        and e.tool_call_id is not None
+        and not (e.attrs or {}).get("derived")
+        and e.t_start_ns is not None
+    ]
+    return {s4: s3 for s3, s4 in _results(events, linked).items() if s4 not in taken}
 
 
 def _results(events: Sequence[Event], calls: Sequence[int]) -> dict[int, int]:

@@ -202,3 +202,20 @@ def test_link_reads_the_digest_the_mcp_proxy_puts_on_the_result() -> None:
     out = link_tool_calls([s2, s3, s4])
     assert [e.tool_call_id for e in out[1:]] == ["toolu_b", "toolu_b"]
     assert out[1].attrs is not None and out[1].attrs["join"]["quality"] == "arguments"
+
+
+def test_a_result_journaled_after_its_call_was_joined_takes_the_call_s_link() -> None:
+    """A proxy killed by its client hands its unfinished S4 to a helper, which journals it after the run's first
+    merge joined the S3: the next merge gives the S4 the S3's task, round and tool-call id."""
+    call = ToolCall("toolu_q", "get_time", {"tz": "UTC"})
+    s3 = _mcp(Stage.S3, 3, "time", "get_time", {"tz": "UTC"}, rpc="4")
+    first = link_tool_calls([_s2(call, 0.0), s3])
+    assert first[1].tool_call_id == "toolu_q" and first[1].task_id == "t-001"
+    s4 = _mcp(Stage.S4, 3.01, "time", "get_time", None, rpc="4")
+    assert s4.task_id is None and s4.tool_call_id is None
+    again = link_tool_calls([*first, s4])
+    assert (again[2].task_id, again[2].round, again[2].tool_call_id) == ("t-001", 1, "toolu_q")
+    assert again[2].attrs is not None and again[2].attrs["join"] == first[1].attrs["join"]  # type: ignore[index]
+    other = _mcp(Stage.S4, 3.02, "time", "get_time", None, rpc="5")  # another call's result: left alone
+    assert link_tool_calls([*first, other])[2].tool_call_id is None
+    assert link_tool_calls(again) == again  # idempotent
