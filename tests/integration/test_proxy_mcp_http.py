@@ -136,13 +136,18 @@ def outcome(url: str, calls: Sequence[tuple[str, dict[str, Any]]], **kw: Any) ->
         return f"exc:{type(exc).__name__}"
 
 
-def runs(out: Path, n: int = 1, timeout: float = 30.0) -> list[pd.DataFrame]:
-    """The finalized runs of a dataset (waits until ``n`` exist)."""
+def runs(out: Path, n: int | None = 1, timeout: float = 30.0) -> list[pd.DataFrame]:
+    """The finalized runs of a dataset (waits until ``n`` exist; ``None``: at least one, then all there are)."""
     deadline = time.monotonic() + timeout
     while True:
         files = sorted(out.glob("topology=c-ots/run_id=*/events.parquet"))
-        if len(files) >= n or time.monotonic() > deadline:
-            assert len(files) == n, sorted(map(str, out.rglob("*")))
+        if len(files) >= (n or 1) or time.monotonic() > deadline:
+            if n is None:
+                time.sleep(0.5)
+                files = sorted(out.glob("topology=c-ots/run_id=*/events.parquet"))
+                assert files, sorted(map(str, out.rglob("*")))
+            else:
+                assert len(files) == n, sorted(map(str, out.rglob("*")))
             return [pd.read_parquet(f) for f in files]
         time.sleep(0.1)
 
@@ -385,7 +390,12 @@ def test_hung_server_times_out_and_the_proxy_stops(tmp_path: Path) -> None:
             seen = outcome(proxy.url, [("lookup", {"key": "k"})], read_timeout_s=1.5)
         assert time.monotonic() - started < 30
     assert seen.startswith("mcp:-32001")  # the SDK's own timeout, as without the proxy
-    (ev,) = runs(out)
+    got = runs(out, n=None)
+    # the SDK's notifications/cancelled can reach the proxy after it ended the session on its own timeout: that
+    # late message is recorded, in a run of its own (known; see the closing note of this stop)
+    (ev,) = [r for r in got if "S4" in set(r["stage"])]
+    for late in (r for r in got if "S4" not in set(r["stage"])):
+        assert list(late["mcp_method"]) == ["notifications/cancelled"], late
     s4 = ev[ev["stage"] == "S4"].iloc[0]
     assert (s4["status"], s4["error_type"]) == ("timeout", "timeout") and 900 <= s4["latency_ms"] < 5000
 
