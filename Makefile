@@ -1,6 +1,6 @@
 # promcp — the two commands of the README:
 #   make demo   install everything (venv, llama.cpp, the default model, MCP servers) and run the default benchmark
-#   make test   install everything and run the whole test suite (what .ci/run runs)
+#   make test   install everything, check lint, format and types, and run the whole test suite (what .ci/run runs)
 # Everything installs from the project's own files: pyproject.toml, constraints.txt, package.json/package-lock.json.
 
 PYTHON ?= python3
@@ -38,7 +38,10 @@ browser:
 demo: install
 	$(PROMCP) run --topology l-cust benchmark.yaml
 
+# The suite runs only on a tree that is lint-clean, formatted and strictly typed (CI runs exactly this target).
 test: install browser
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(PY) tools/typecheck.py
 	$(PY) -m pytest
 
 lint: install
