@@ -76,6 +76,18 @@ class ParquetEvents:
     dropped: pa.Table | None = None
     #: whether some non-INIT event lacks a task id (None: not known yet, normalize to be safe)
     untasked: bool | None = None
+    #: only these runs' rows (set when a selected file is a pack holding other runs too; None: every row)
+    run_ids: tuple[str, ...] | None = None
+
+
+def _raw_sql(table: ParquetEvents) -> str:
+    """SQL: the rows of the run files (only the selected runs' rows of a pack)."""
+    files = ", ".join(_literal(str(f)) for f in table.files)
+    sql = f"SELECT * FROM read_parquet([{files}], union_by_name = true, hive_partitioning = false)"
+    if table.run_ids is not None:
+        ids = ", ".join(_literal(r) for r in table.run_ids) or "NULL"
+        sql += f" WHERE CAST(run_id AS VARCHAR) IN ({ids})"
+    return sql
 
 
 Events: TypeAlias = pd.DataFrame | pa.Table | ParquetEvents | str | Path
@@ -144,11 +156,7 @@ def _untasked(table: pa.Table | ParquetEvents) -> bool:
             return table.untasked
         con = duckdb.connect()
         try:
-            files = ", ".join(_literal(str(f)) for f in table.files)
-            sql = (
-                f"SELECT count(*) FROM read_parquet([{files}], union_by_name = true) "
-                f"WHERE {_untasked_sql(table.column_names)}"
-            )
+            sql = f"SELECT count(*) FROM ({_raw_sql(table)}) r WHERE {_untasked_sql(table.column_names)}"
             row = con.execute(sql).fetchone()
             return bool(row and row[0])
         finally:
@@ -201,11 +209,7 @@ def query(sql: str, table: pa.Table | ParquetEvents) -> pd.DataFrame:
     con = duckdb.connect()
     try:
         if isinstance(table, ParquetEvents):
-            files = ", ".join(_literal(str(f)) for f in table.files)
-            con.execute(
-                f"CREATE VIEW raw_ev AS SELECT * FROM read_parquet([{files}], union_by_name = true, "
-                "hive_partitioning = false)"
-            )
+            con.execute(f"CREATE VIEW raw_ev AS {_raw_sql(table)}")
             if table.dropped is not None:
                 con.register("dropped_tasks", table.dropped)
         else:
@@ -383,11 +387,14 @@ def select(
     if isinstance(table, ParquetEvents):
         if chosen is not None:
             ids = {r.run_id for r in chosen}
-            keep = [i for i, r in enumerate(table.runs) if r.run_id in ids]
+            kept = tuple(r for r in table.runs if r.run_id in ids)
+            files = tuple(dict.fromkeys(r.path for r in kept))
+            shared = any(r.path in files and r.run_id not in ids for r in table.runs)  # a pack's other runs
             table = replace(
                 table,
-                files=tuple(table.files[i] for i in keep),
-                runs=tuple(table.runs[i] for i in keep),
+                files=files,
+                runs=kept,
+                run_ids=tuple(sorted(ids)) if shared else table.run_ids,
             )
         if tasks:
             table = replace(table, task_ids=tuple(tasks))

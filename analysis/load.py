@@ -18,6 +18,7 @@ from promcp.store.parquet import (
     RunFile,
     content_files,
     content_table,
+    current_content,
     discover,
     journal_blobs,
 )
@@ -48,7 +49,14 @@ def _tables(runs: Sequence[RunFile], columns: Sequence[str] | None) -> pa.Table:
         unknown = [c for c in columns if c not in ARROW_SCHEMA.names]
         if unknown:
             raise KeyError(f"unknown event columns: {', '.join(unknown)}")
-    tables = [_read(run, columns) for run in runs]
+    read: set[Path] = set()
+    tables = []
+    for run in runs:
+        if run.packed:  # a pack holds several runs: read once
+            if run.path in read:
+                continue
+            read.add(run.path)
+        tables.append(_read(run, columns))
     return pa.concat_tables(tables, promote_options="permissive").unify_dictionaries()
 
 
@@ -73,8 +81,8 @@ def scan(path: str | Path) -> ParquetEvents | pa.Table:
     if any(run.from_journal for run in runs):
         return _tables(runs, None)
     names: dict[str, None] = {}
-    for run in runs:
-        names.update(dict.fromkeys(pq.read_schema(run.path).names))
+    for path in dict.fromkeys(run.path for run in runs):
+        names.update(dict.fromkeys(pq.read_schema(path).names))
     refs = tuple(
         RunRef(
             run_id=str(run.run.get("run_id") or run.path.parent.name.removeprefix("run_id=")),
@@ -85,7 +93,8 @@ def scan(path: str | Path) -> ParquetEvents | pa.Table:
         )
         for run in runs
     )
-    return ParquetEvents(files=tuple(run.path for run in runs), column_names=tuple(names), runs=refs)
+    files = tuple(dict.fromkeys(run.path for run in runs))  # a pack holds several runs
+    return ParquetEvents(files=files, column_names=tuple(names), runs=refs)
 
 
 def _dry_run(header: dict[str, Any]) -> bool:
@@ -146,20 +155,8 @@ def load(path: str | Path, columns: Sequence[str] | None = None) -> pd.DataFrame
 
 
 def _content_file(path: Path) -> pa.Table:
-    """One ``_content`` file at the current schema (files written before ``mode``/``original_bytes``/``truncated``
-    existed held full text)."""
-    table = pq.read_table(path)
-    n = table.num_rows
-    defaults = {
-        "mode": pa.array(["full"] * n, pa.string()).dictionary_encode(),
-        "original_bytes": pa.nulls(n, pa.int64()),
-        "truncated": pa.array([False] * n, pa.bool_()),
-    }
-    arrays = [
-        table.column(f.name).cast(f.type) if f.name in table.column_names else defaults[f.name]
-        for f in CONTENT_SCHEMA
-    ]
-    return pa.Table.from_arrays(arrays, schema=CONTENT_SCHEMA)
+    """One ``_content`` file at the current schema."""
+    return current_content(pq.read_table(path))
 
 
 def load_content(path: str | Path) -> pd.DataFrame:

@@ -293,7 +293,10 @@ def _cost_section(
     note += f": {int(priced.sum())} of {len(calls)} LLM call(s) priced"
     if not priced.all():
         reasons = calls.loc[~priced, "reason"].value_counts()
-        note += "; no price: " + "; ".join(f"{n} × {r}" for r, n in reasons.items())
+        ranked = sorted(
+            reasons.items(), key=lambda item: (-int(item[1]), str(item[0]))
+        )  # ties: by reason, not row order
+        note += "; no price: " + "; ".join(f"{n} × {r}" for r, n in ranked)
     total = calls["total_usd"].sum(min_count=1)
     if pd.notna(total):
         note += f"; total ${total:,.4f}"

@@ -261,6 +261,7 @@ def import_path(
         raise
     if batch is not None:
         batch.close()
+        _keep_packed(root, summary)
     summary.bytes = done[0]
     unparsed = sum(
         1 for x in summary.problems.items if x.kind in ("skipped", INTERNAL) and "not parsed" in x.message
@@ -269,6 +270,21 @@ def import_path(
         summary.skipped += unparsed
         summary.skip_reasons["not a valid conversation object"] = unparsed
     return summary
+
+
+def _keep_packed(root: Path, summary: ImportSummary) -> None:
+    """A compacted dataset (``promcp compact``) stays packs only: the runs just written join a pack, so plain
+    Parquet readers keep seeing one layout (DuckDB's Hive reading refuses a mix of ``run_id=`` folders and packs).
+    Left as run files while another process still writes the dataset (the next compact packs them)."""
+    if not summary.datasets or not any(root.glob("topology=*/pack-*.parquet")):
+        return
+    from promcp.store.packs import compact, pending_writes
+
+    if pending_writes(root):
+        return
+    packed = compact(root).packs
+    if packed:
+        summary.datasets = packed
 
 
 class _Batch:

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "whatif",
     "bench",
     "finalize",
+    "compact",
     "proxy",
     "record",
     "collect",

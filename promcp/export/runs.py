@@ -70,6 +70,7 @@ class RunSpans:
     carry_rows: bool = True
     prices: Mapping[str, Any] | None = None
     _tasks: tuple[list[TaskSpan], int | None] | None = field(default=None, init=False, repr=False)
+    _pack_rows: pa.Table | None = field(default=None, init=False, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -77,14 +78,28 @@ class RunSpans:
 
     @property
     def fingerprint(self) -> str:
-        """What changes when the run does (its file rewritten, a journal grown)."""
+        """What changes when the run does (its file rewritten, a journal grown; a run moved unchanged into a pack
+        keeps its former file's)."""
+        if self.file.packed and self.file.origin:
+            return self.file.origin
         try:
             st = self.file.path.stat()
         except OSError:
             return "?"
         return f"{st.st_size}:{st.st_mtime_ns}"
 
+    def _packed(self) -> pa.Table:
+        """This run's rows of a pack (promcp compact), read once."""
+        if self._pack_rows is None:
+            from promcp.store.packs import read_run
+
+            self._pack_rows = read_run(self.file.path, self.run_id)
+        return self._pack_rows
+
     def _columns(self, names: list[str]) -> pa.Table:
+        if self.file.packed:
+            table = self._packed()
+            return table.select([n for n in names if n in table.column_names])
         if self.file.table is not None:
             table = self.file.table
             return table.select([n for n in names if n in table.column_names])
@@ -92,6 +107,9 @@ class RunSpans:
         return pq.read_table(self.file.path, columns=[n for n in names if n in schema.names])
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
+        if self.file.packed:
+            yield from self._packed().to_batches(max_chunksize=self.batch_rows)
+            return
         if self.file.table is not None:
             yield from self.file.table.to_batches(max_chunksize=self.batch_rows)
             return
@@ -99,6 +117,8 @@ class RunSpans:
             yield from f.iter_batches(batch_size=self.batch_rows)
 
     def count(self) -> int:
+        if self.file.packed:
+            return int(self._packed().num_rows)
         if self.file.table is not None:
             return int(self.file.table.num_rows)
         with pq.ParquetFile(self.file.path) as f:

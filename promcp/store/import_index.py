@@ -82,6 +82,7 @@ class ImportIndex:
     #: run id → paths whose current entry points into it
     by_run: dict[str, set[str]] = field(default_factory=dict)
     _alive: dict[str, bool] = field(default_factory=dict)
+    _packed_ids: set[str] | None = None
 
     @classmethod
     def open(cls, root: Path) -> ImportIndex:
@@ -105,6 +106,8 @@ class ImportIndex:
     def _apply(self, item: Entry | Gone) -> None:
         if isinstance(item, Gone):
             self._alive.pop(item.gone, None)
+            if item.sha256 is None and self._packed_ids is not None:
+                self._packed_ids.discard(item.gone)
             for p in list(self.by_run.get(item.gone, ())):
                 entry = self.by_path.get(p)
                 if entry is not None and (item.sha256 is None or entry.sha256 == item.sha256):
@@ -164,8 +167,20 @@ class ImportIndex:
             known = (run_dir / "events.parquet").exists() or (
                 self.root / JOURNAL_DIR / f"{entry.run_id}{JOURNAL_SUFFIX}"
             ).exists()
+            if not known:  # moved into a pack by `promcp compact`: one footer read per pack, once
+                known = entry.run_id in self._packed()
             self._alive[entry.run_id] = known
         return known
+
+    def _packed(self) -> set[str]:
+        if self._packed_ids is None:
+            if any(self.root.glob("topology=*/pack-*.parquet")):
+                from promcp.store.packs import packed_run_ids  # pyarrow: only for a compacted dataset
+
+                self._packed_ids = set(packed_run_ids(self.root))
+            else:
+                self._packed_ids = set()
+        return self._packed_ids
 
     def unchanged(self, path: str, size: int, mtime_ns: int) -> Entry | None:
         """The entry of ``path`` if the file still has the size and modification time it was imported with."""

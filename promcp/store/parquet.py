@@ -3,6 +3,8 @@
 Dataset layout (``DIR`` is what ``--out`` names)::
 
     DIR/topology=<topology>/run_id=<run_id>/events.parquet   the events of one run (all columns, identity included)
+    DIR/topology=<topology>/pack-<id>.parquet                 the events of many runs, unchanged (promcp compact:
+                                                             promcp/store/packs.py)
     DIR/_content/<run_id>.pq                                 captured content: blob hash, kind, text (optional)
     DIR/_journal/<run_id>.jsonl                              runs still being written, or left by a killed process
     DIR.scratch/{logs,workspaces}/<run_id>/                  beside the dataset: ``promcp run``'s server logs and
@@ -258,6 +260,22 @@ def content_table(blobs: Iterable[Blob]) -> pa.Table:
     )
 
 
+def current_content(table: pa.Table) -> pa.Table:
+    """A content table at :data:`CONTENT_SCHEMA` (files written before ``mode``/``original_bytes``/``truncated``
+    existed held full text)."""
+    n = table.num_rows
+    defaults = {
+        "mode": pa.array(["full"] * n, pa.string()).dictionary_encode(),
+        "original_bytes": pa.nulls(n, pa.int64()),
+        "truncated": pa.array([False] * n, pa.bool_()),
+    }
+    arrays = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else defaults[f.name]
+        for f in CONTENT_SCHEMA
+    ]
+    return pa.Table.from_arrays(arrays, schema=CONTENT_SCHEMA)
+
+
 def write_run(
     root: Path,
     header: JournalHeader,
@@ -434,6 +452,10 @@ class RunFile:
     run: dict[str, Any] = field(default_factory=dict)
     #: the run's events when ``path`` is a journal read in place (not finalized; nothing was written)
     table: pa.Table | None = None
+    #: ``path`` is a pack (promcp/store/packs.py): it holds this run's rows among other runs' (``run_id`` column)
+    packed: bool = False
+    #: a packed run's former file as ``size:mtime_ns`` (what its rows were before the pack took them unchanged)
+    origin: str | None = None
 
     @property
     def from_journal(self) -> bool:
@@ -457,6 +479,25 @@ def inspect_file(path: Path) -> RunFile:
         )
     run = json.loads(meta.get(META_RUN, b"{}"))
     return RunFile(path=path, schema_version=version, run=run)
+
+
+def inspect_pack(path: Path) -> list[RunFile]:
+    """The runs of a pack (``promcp compact``), one :class:`RunFile` each (same ``path``, ``packed``)."""
+    from promcp.store.packs import iter_pack_runs  # packs builds on this module
+
+    first = inspect_file(path)  # schema version and promcp metadata, as for a run file
+    return [
+        RunFile(
+            path=path, schema_version=version or first.schema_version, run=header, packed=True, origin=origin
+        )
+        for header, version, origin in iter_pack_runs(path)
+    ]
+
+
+def _inspect(path: Path) -> list[RunFile]:
+    from promcp.store.packs import is_pack  # packs builds on this module
+
+    return inspect_pack(path) if is_pack(path) else [inspect_file(path)]
 
 
 def read_in_place(journal: Path) -> RunFile:
@@ -520,7 +561,7 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
             else:
                 return [read_in_place(path)]
         elif path.suffix == ".parquet":
-            return [inspect_file(path)]
+            return _inspect(path)
         else:
             raise NotATraceError(
                 "not a promcp trace: expected a dataset directory, an events.parquet file "
@@ -546,9 +587,10 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
             for p in path.rglob("*.parquet")
             if not _hidden(p.relative_to(path)) and p.parent.name not in merged_again
         )
+        candidates = _without_packed(path, candidates)
     for candidate in candidates:
         try:
-            runs.append(inspect_file(candidate))
+            runs.extend(_inspect(candidate))
         except TraceError as exc:
             warnings.warn(f"{exc}; file skipped", PromcpWarning, stacklevel=2)
     if not runs:
@@ -556,6 +598,17 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
             "no promcp events found (expected events.parquet files or _journal/*.jsonl)", path=path
         )
     return runs
+
+
+def _without_packed(root: Path, candidates: list[Path]) -> list[Path]:
+    """Leave out the run files a pack already holds (a compact stopped before removing them)."""
+    from promcp.store.packs import is_pack, superseded  # packs builds on this module
+
+    packs = [p for p in candidates if is_pack(p)]
+    if not packs:
+        return candidates
+    skip = superseded(root, packs)
+    return [p for p in candidates if p not in skip]
 
 
 def journal_blobs(path: Path) -> list[Blob]:

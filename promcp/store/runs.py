@@ -32,6 +32,8 @@ class RunInfo:
     meta: dict[str, Any]
     files: list[Path] = field(default_factory=list)
     live: bool = False
+    #: the pack holding its rows (promcp compact), when it has no file of its own
+    pack: Path | None = None
 
 
 def list_runs(root: Path) -> list[RunInfo]:
@@ -47,6 +49,18 @@ def list_runs(root: Path) -> list[RunInfo]:
             continue  # not readable: not ours to judge here (readers report it)
         run_id = str(run.get("run_id") or path.parent.name.removeprefix("run_id="))
         runs[run_id] = RunInfo(run_id, run.get("source"), dict(run.get("meta") or {}), [path])
+    from promcp.store.packs import pack_files, pack_runs
+
+    for pack in pack_files(root):
+        try:
+            entries = pack_runs(pack)
+        except (OSError, ValueError):
+            continue
+        for entry in entries:
+            run = dict(entry.get("run") or {})
+            run_id = str(run.get("run_id"))
+            if run_id not in runs:  # a run file a stopped compact left is the same run
+                runs[run_id] = RunInfo(run_id, run.get("source"), dict(run.get("meta") or {}), pack=pack)
     for journal in iter_journals(root):
         try:
             with journal.open("rb") as fh:
@@ -57,6 +71,8 @@ def list_runs(root: Path) -> list[RunInfo]:
         info.files.append(journal)
         info.live = info.live or is_live(journal)
     for info in runs.values():
+        if info.pack is not None:
+            continue  # its content is in the pack's content file, shared with the other runs
         content = existing_content(root, info.run_id)
         if content is not None:
             info.files.append(content)
@@ -67,6 +83,10 @@ def remove_run(root: Path, run: RunInfo) -> None:
     """Delete a run's files (events, content, journal) and its empty partition directory."""
     if run.live:
         raise StorageError(f"run {run.run_id} is still being recorded; not removed", path=root)
+    if not any(p.name == EVENTS_FILE and p.exists() for p in run.files):
+        from promcp.store.packs import drop_rows
+
+        drop_rows(root, run.run_id, lambda rows: [False] * rows.num_rows)  # a packed run: its rows out
     for path in run.files:
         try:
             path.unlink(missing_ok=True)
@@ -89,8 +109,16 @@ def drop_conversations(root: Path, topology: str, run_id: str, conversations: se
     header, ``events`` updated). A run left without rows is removed. Used when a changed source file is imported
     again into another run.
     """
+    from promcp.store.packs import drop_rows
     from promcp.store.parquet import _atomic_write, run_file
 
+    packed = drop_rows(
+        root,
+        run_id,
+        lambda rows: [conversation_of(t) not in conversations for t in rows.column("task_id").to_pylist()],
+    )
+    if packed is not None:  # the run is in a pack (promcp compact): the pack is rewritten without those rows
+        return packed
     path = run_file(root, topology, run_id)
     try:
         table = pq.read_table(path)
