@@ -62,7 +62,9 @@ def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    lean = argv[0] in LEAN_COMMANDS if argv else False
+    # a command given by name loads its own module only (``promcp report`` does not import the recorder, the
+    # host, the proxies and their dependencies); anything else (``--help``, a typo) builds the whole parser
+    lean = bool(argv) and (argv[0] in LEAN_COMMANDS or _MODULE_OF.get(argv[0], argv[0]) in COMMAND_MODULES)
     parser = build_parser((_MODULE_OF.get(argv[0], argv[0]),) if lean else None)
     args, extra = parser.parse_known_args(argv)
     if extra:  # a mistyped option: the command's own usage, not the top-level one

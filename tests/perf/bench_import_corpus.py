@@ -12,6 +12,10 @@
     sys of the child), peak RSS (the child's ru_maxrss), Parquet files written, and the token totals of the dataset
     next to an independent tally (final usage per message id, read straight from the JSONL).
 (b) --big N sessions imported in one call, the time per thousand files printed as they pass (flat = linear).
+(d) --compact N sessions imported one run each (the layout before batching), then ``promcp compact``: time, files
+    before and after, token totals before and after.
+(e) --overlap N: the corpus in one import next to its two halves imported by two processes at once (what
+    overlapping the import's work across the two cores could gain at best, on this machine at this load).
 (c) --report-events N synthetic events (tests/synth.py): a fresh-process ``promcp report`` and ``--section
     phases`` next to a fresh-process DuckDB query of the same phase table (tests/perf/bench_store.py's SQL).
 The machine is shared: wall times move with its load, CPU times less so; ratios are from one run.
@@ -111,14 +115,14 @@ def tally(folder: Path) -> tuple[int, int]:
 
 
 def dataset_totals(out: Path) -> tuple[int, int]:
-    import pyarrow.parquet as pq
+    """Input and output tokens of the dataset's LLM calls, read through promcp's loader (run files and packs)."""
+    from promcp.analysis import load_table
 
+    t = load_table(out, columns=["stage", "tokens_in", "tokens_out"]).to_pydict()
     tin = tout = 0
-    for path in out.glob("topology=*/run_id=*/events.parquet"):
-        t = pq.read_table(path, columns=["stage", "tokens_in", "tokens_out"]).to_pydict()
-        for stage, i, o in zip(t["stage"], t["tokens_in"], t["tokens_out"], strict=True):
-            tin += (i or 0) if stage in ("S1", "S5") else 0
-            tout += (o or 0) if stage in ("S2", "S6") else 0
+    for stage, i, o in zip(t["stage"], t["tokens_in"], t["tokens_out"], strict=True):
+        tin += (i or 0) if stage in ("S1", "S5") else 0
+        tout += (o or 0) if stage in ("S2", "S6") else 0
     return tin, tout
 
 
@@ -230,16 +234,94 @@ def bench_big(tmp: Path, sessions: int) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def bench_report(tmp: Path, n_events: int) -> None:
+ONE_RUN_EACH = """
+import sys
+from promcp.collectors import import_path
+s = import_path(sys.argv[1], sys.argv[2], batch_events=1)  # a run per session: the layout before batching
+print(s.imported)
+"""
+
+
+def bench_compact(tmp: Path, sessions: int) -> None:
+    """(d) ``promcp compact`` of the corpus imported one run per session (what imports wrote before batching)."""
+    folder = tmp / "compact-src"
+    corpus.build(folder, sessions)
+    out = tmp / "one-run-each"
+    child = Child()
+    made = child.measure([PY, "-c", ONE_RUN_EACH, str(folder), str(out)])
+    before_files = len(list(out.rglob("*.parquet"))) + len(list((out / "_content").glob("*.pq")))
+    before = dataset_totals(out)
+    res = child.measure([PY, "-m", "promcp.cli", "compact", str(out)])
+    after_files = len(list(out.rglob("*.parquet"))) + len(list((out / "_content").glob("*.pq")))
+    after = dataset_totals(out)
+    print(f"\n(d) {sessions} sessions imported one run each ({made['wall']:.1f} s), then `promcp compact`")
+    print("| | wall s | CPU s | peak RSS MB | Parquet files (events + content) |")
+    print("|---|---|---|---|---|")
+    print(
+        f"| promcp compact | {res['wall']:.2f} | {res['cpu']:.2f} | {res['rss']:.0f} | {before_files:,} → {after_files:,} |"
+    )
+    print(f"says: {str(res['out']).strip()}")
+    print(
+        f"totals before {before[0]:,} / {before[1]:,}, after {after[0]:,} / {after[1]:,}; equal: {before == after}"
+    )
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def bench_overlap(tmp: Path, sessions: int, rounds: int) -> None:
+    """(e) Would spreading the import over the two cores pay? The corpus in one ``promcp import`` next to its two
+    halves imported by two processes at once (the best any overlap of parsing, tokenizing and writing could do),
+    interleaved over ``rounds``. The machine is shared: the second core is only free when nobody else uses it."""
+    half = sessions // 2
+    whole, a, b = tmp / "ov-whole", tmp / "ov-a", tmp / "ov-b"
+    corpus.build(whole, 2 * half)
+    corpus.build(a, half)
+    corpus.build(b, half, first=half)
+    one: list[float] = []
+    two: list[float] = []
+    cpu_two: list[float] = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        Child().measure(
+            [PY, "-m", "promcp.cli", "import", str(whole), "--out", str(tmp / f"ov1-{r}"), "--quiet"]
+        )
+        one.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        procs = [
+            subprocess.Popen(
+                [PY, "-m", "promcp.cli", "import", str(src), "--out", str(tmp / f"ov2-{r}-{k}"), "--quiet"]
+            )
+            for k, src in enumerate((a, b))
+        ]
+        cpu = 0.0
+        for proc in procs:
+            _, status, usage = os.wait4(proc.pid, 0)
+            if os.waitstatus_to_exitcode(status):
+                raise SystemExit("a half import failed")
+            cpu += usage.ru_utime + usage.ru_stime
+        two.append(time.perf_counter() - t0)
+        cpu_two.append(cpu)
+    load = os.getloadavg()[0]
+    print(
+        f"\n(e) {2 * half} sessions: one process vs two halves at once, {rounds} round(s), load average {load:.1f}"
+    )
+    print("| | wall s | CPU s (both) |")
+    print("|---|---|---|")
+    print(f"| one `promcp import` | {min(one):.2f}–{max(one):.2f} | |")
+    print(f"| two imports of half each, at once | {min(two):.2f}–{max(two):.2f} | {min(cpu_two):.2f} |")
+    print(f"best wall ratio two/one: {min(two) / min(one):.2f} (1.00 = the second core gives nothing)")
+
+
+def bench_report(tmp: Path, n_events: int, dataset: Path | None = None) -> None:
     from bench_store import DUCKDB_PHASES
 
     from promcp.events import Topology
     from promcp.recorder import Recorder
     from tests import synth
 
-    root = tmp / "report"
+    root = dataset or tmp / "report"
     recs: dict[str, Recorder] = {}
-    for i, e in enumerate(synth.events(n_events // 7 + 1, topologies=(Topology.L_CUST, Topology.C_CUST))):
+    events = () if dataset else synth.events(n_events // 7 + 1, topologies=(Topology.L_CUST, Topology.C_CUST))
+    for i, e in enumerate(events):
         if i >= n_events:
             break
         rec = recs.get(e.run_id)
@@ -252,7 +334,7 @@ def bench_report(tmp: Path, n_events: int) -> None:
     duck = f"import duckdb; c = duckdb.connect(); c.execute('SET threads = 2'); c.execute('''{DUCKDB_PHASES.format(glob=glob)}''').fetchall()"
     child = Child()
     rows = {
-        "python -c 'import promcp.cli' (start-up)": [PY, "-c", "import promcp.cli"],
+        "`promcp report --help` (the command's start-up)": [PY, "-m", "promcp.cli", "report", "--help"],
         "DuckDB phase query, fresh process": [PY, "-c", duck],
         "promcp report --section phases, fresh process": [
             PY,
@@ -265,13 +347,26 @@ def bench_report(tmp: Path, n_events: int) -> None:
         ],
         "promcp report (all tables), fresh process": [PY, "-m", "promcp.cli", "report", str(root)],
     }
-    results = {name: min(float(child.measure(cmd)["wall"]) for _ in range(2)) for name, cmd in rows.items()}
-    base = results["DuckDB phase query, fresh process"]
-    print(f"\n(c) {n_events:,} synthetic events, best of 2 fresh processes each")
-    print("| | seconds | × DuckDB |")
-    print("|---|---|---|")
-    for name, secs in results.items():
-        print(f"| {name} | {secs:.2f} | {secs / base:.2f} |")
+    walls: dict[str, list[float]] = {name: [] for name in rows}
+    cpus: dict[str, list[float]] = {name: [] for name in rows}
+    for _ in range(3):  # interleaved: a load spike hits every row alike
+        for name, cmd in rows.items():
+            m = child.measure(cmd)
+            walls[name].append(float(m["wall"]))  # type: ignore[arg-type]
+            cpus[name].append(float(m["cpu"]))  # type: ignore[arg-type]
+    base, base_cpu = (
+        min(walls["DuckDB phase query, fresh process"]),
+        min(cpus["DuckDB phase query, fresh process"]),
+    )
+    print(
+        f"\n(c) {n_events:,} synthetic events, best of 3 interleaved fresh processes each, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print("| | wall s | × DuckDB (wall) | CPU s | × DuckDB (CPU) |")
+    print("|---|---|---|---|---|")
+    for name in rows:
+        w, c = min(walls[name]), min(cpus[name])
+        print(f"| {name} | {w:.2f} | {w / base:.2f} | {c:.2f} | {c / base_cpu:.2f} |")
 
 
 def main() -> None:
@@ -280,14 +375,30 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--big", type=int, default=10_000, help="sessions for the per-thousand table (0: skip)")
     ap.add_argument("--report-events", type=int, default=1_000_000, help="0: skip the report table")
+    ap.add_argument(
+        "--report-dataset",
+        type=Path,
+        default=None,
+        help="an existing dataset for the report table (default: --report-events synthetic events, ~3 min)",
+    )
+    ap.add_argument(
+        "--overlap", type=int, default=1331, help="sessions for the two-core headroom table (0: skip)"
+    )
+    ap.add_argument(
+        "--compact", type=int, default=1331, help="sessions imported one run each, then compacted (0: skip)"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="promcp-corpus-") as tmp:
         if args.sessions:
             bench_corpus(Path(tmp), args.sessions, args.rounds)
         if args.big:
             bench_big(Path(tmp), args.big)
+        if args.compact:
+            bench_compact(Path(tmp), args.compact)
+        if args.overlap:
+            bench_overlap(Path(tmp), args.overlap, args.rounds)
         if args.report_events:
-            bench_report(Path(tmp), args.report_events)
+            bench_report(Path(tmp), args.report_events, args.report_dataset)
 
 
 if __name__ == "__main__":
