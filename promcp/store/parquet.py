@@ -50,6 +50,7 @@ from promcp.errors import (
 from promcp.events import COLUMNS, SCHEMA_VERSION, Event
 from promcp.store.files import describe, make_dirs, missing_reason, open_private, storage_error
 from promcp.store.journal import (
+    JOURNAL_DIR,
     Blob,
     JournalHeader,
     _fsync_dir,
@@ -516,6 +517,9 @@ def read_in_place(journal: Path) -> RunFile:
 
 def _groups_in_place(root: Path) -> Iterator[RunFile]:
     """The runs several processes recorded whose journal parts are not merged yet, each read in place."""
+    jdir = root / JOURNAL_DIR
+    if not jdir.is_dir() or not any(p.name.endswith(".parts") for p in jdir.iterdir()):
+        return  # none (the common case): the merge machinery is not even imported
     from promcp.store.parts import pending_groups, read_group_in_place  # parts builds on this module
 
     for run_id in pending_groups(root):

@@ -36,7 +36,15 @@ def test_report_loads_only_its_own_command() -> None:
         if m.startswith("promcp.cli.") and m not in ("promcp.cli.report", "promcp.cli._common")
     }
     assert others == set()
-    for heavy in ("promcp.recorder", "promcp.host", "promcp.proxy", "jsonschema", "httpx"):
+    # nor the journal-part merge (and the stage builders it links with) when the dataset has no parts to merge
+    for heavy in (
+        "promcp.recorder",
+        "promcp.host",
+        "promcp.proxy",
+        "jsonschema",
+        "httpx",
+        "promcp.store.parts",
+    ):
         assert not any(m == heavy or m.startswith(heavy + ".") for m in modules), heavy
 
 
