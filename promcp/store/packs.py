@@ -55,6 +55,9 @@ META_PACK: Final = b"promcp.pack"
 #: Rows per pack: large enough that a year of sessions is a few files, small enough that one pack is built in a
 #: few hundred MB (a run with more rows is a pack of its own).
 PACK_ROWS: Final = 250_000
+#: Captured content per pack, as the runs' content files measure on disk (compressed): the pack's content is
+#: merged in memory, so a dataset recorded with ``--content full`` gets more, smaller packs instead of a huge one.
+PACK_CONTENT_BYTES: Final = 64 * 2**20
 
 
 def is_pack(path: Path) -> bool:
@@ -145,6 +148,7 @@ class _Run:
     size: int
     mtime_ns: int
     content: Path | None
+    content_bytes: int = 0
 
 
 @dataclass
@@ -255,15 +259,25 @@ def _candidates(root: Path, summary: CompactSummary) -> list[_Run]:
                 schema=schema.remove_metadata().to_string(),
                 size=st.st_size,
                 mtime_ns=st.st_mtime_ns,
-                content=existing_content(root, run_id),
+                content=(content := existing_content(root, run_id)),
+                content_bytes=_size(content),
             )
         )
     return runs
 
 
+def _size(path: Path | None) -> int:
+    if path is None:
+        return 0
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _plan(runs: list[_Run], pack_rows: int) -> list[list[_Run]]:
     """Runs grouped by topology (and event schema: a pack's rows are stored exactly as they were) in recording
-    order, cut into packs of at most ``pack_rows`` rows."""
+    order, cut into packs of at most ``pack_rows`` rows and :data:`PACK_CONTENT_BYTES` of content files."""
     by_topology: dict[tuple[str, str], list[_Run]] = {}
     for run in runs:
         by_topology.setdefault((run.topology, run.schema), []).append(run)
@@ -271,13 +285,14 @@ def _plan(runs: list[_Run], pack_rows: int) -> list[list[_Run]]:
     for key in sorted(by_topology):
         group = sorted(by_topology[key], key=lambda r: (int(r.header.get("created_ns") or 0), r.run_id))
         current: list[_Run] = []
-        rows = 0
+        rows = content = 0
         for run in group:
-            if current and rows + run.rows > pack_rows:
+            if current and (rows + run.rows > pack_rows or content + run.content_bytes > PACK_CONTENT_BYTES):
                 plan.append(current)
-                current, rows = [], 0
+                current, rows, content = [], 0, 0
             current.append(run)
             rows += run.rows
+            content += run.content_bytes
         if current:
             plan.append(current)
     return plan
