@@ -487,11 +487,15 @@ def inspect_pack(path: Path) -> list[RunFile]:
     from promcp.store.packs import iter_pack_runs  # packs builds on this module
 
     first = inspect_file(path)  # schema version and promcp metadata, as for a run file
+    try:
+        runs = list(iter_pack_runs(path))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise TraceError(f"a pack whose list of runs does not read ({exc})", path=path) from None
     return [
         RunFile(
             path=path, schema_version=version or first.schema_version, run=header, packed=True, origin=origin
         )
-        for header, version, origin in iter_pack_runs(path)
+        for header, version, origin in runs
     ]
 
 

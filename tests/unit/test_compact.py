@@ -266,3 +266,30 @@ def test_runs_of_an_older_schema_are_packed_apart_unchanged(base: Path, tmp_path
     compact(root)
     assert {pq.read_schema(p).remove_metadata().to_string() for p in packs.pack_files(root)} == schemas
     assert _raw_rows(root) == before
+
+
+def test_a_damaged_pack_is_named_and_the_rest_still_reads(base: Path, tmp_path: Path) -> None:
+    root = _copy(base, tmp_path)
+    compact(root, pack_rows=40)
+    first, second, *_ = packs.pack_files(root)
+    kept = sum(
+        pq.ParquetFile(p).metadata.num_rows for p in packs.pack_files(root) if p not in (first, second)
+    )
+    first.write_bytes(first.read_bytes()[:100])  # cut short (a disk error, a partial copy)
+    table = pq.read_table(second)
+    meta = dict(table.schema.metadata or {})
+    meta[packs.META_PACK] = b"{not json"
+    pq.write_table(table.replace_schema_metadata(meta), second)
+    with pytest.warns(Warning) as caught:
+        rows = analysis.load_table(root).num_rows
+    assert rows == kept
+    said = " ".join(str(w.message) for w in caught)
+    assert first.name in said and second.name in said
+    proc = subprocess.run(
+        [sys.executable, "-m", "promcp.cli", "report", str(root), "--section", "phases"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert compact(root).runs == 0  # nothing to pack, and no crash on the damaged packs
