@@ -60,8 +60,13 @@ def _run(args: argparse.Namespace) -> int:
             highlight=False,
             soft_wrap=True,
         )
+    if summary.merged:
+        out.print(
+            f"{root}: small packs merged into {len(summary.merged)} pack(s)", highlight=False, soft_wrap=True
+        )
     if not summary.runs:
-        out.print(f"{root}: no run file to pack", highlight=False, soft_wrap=True)
+        if not summary.merged:
+            out.print(f"{root}: no run file to pack", highlight=False, soft_wrap=True)
         return 0
     out.print(
         f"{root}: {summary.runs:,} run(s), {summary.rows:,} events packed into {len(summary.packs)} pack(s); "

@@ -70,18 +70,37 @@ def is_pack(path: Path) -> bool:
 
 
 def pack_files(root: Path) -> list[Path]:
-    """The packs of dataset ``root``."""
-    return sorted(root.glob(f"topology=*/{PACK_PREFIX}*.parquet"))
+    """The packs of dataset ``root`` (not those a later pack replaced: a merge stopped before removing them)."""
+    packs = sorted(root.glob(f"topology=*/{PACK_PREFIX}*.parquet"))
+    gone = replaced(packs)
+    return [p for p in packs if p not in gone]
+
+
+def _pack_meta(path: Path) -> dict[str, Any]:
+    meta = pq.read_schema(path).metadata or {}
+    raw = meta.get(META_PACK)
+    parsed = json.loads(raw) if raw is not None else {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def pack_runs(path: Path) -> list[dict[str, Any]]:
     """The runs a pack holds, in row order (its metadata; nothing else is read)."""
-    meta = pq.read_schema(path).metadata or {}
-    raw = meta.get(META_PACK)
-    if raw is None:
-        return []
-    runs = json.loads(raw).get("runs")
+    runs = _pack_meta(path).get("runs")
     return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+
+
+def replaced(packs: Iterable[Path]) -> set[Path]:
+    """Packs that another of ``packs`` replaced (merged into it, every row unchanged): readers skip them."""
+    packs = list(packs)
+    by_stem = {p.stem: p for p in packs}
+    out: set[Path] = set()
+    for pack in packs:
+        try:
+            stems = _pack_meta(pack).get("replaces") or []
+        except (OSError, ValueError, pa.ArrowInvalid):
+            continue
+        out.update(by_stem[s] for s in stems if isinstance(s, str) and s in by_stem and by_stem[s] != pack)
+    return out
 
 
 def packed_run_ids(root: Path) -> dict[str, Path]:
@@ -164,6 +183,8 @@ class CompactSummary:
     left: list[str] = field(default_factory=list)
     #: files a compact stopped earlier had not removed yet, removed now
     recovered: int = 0
+    #: packs made by merging small packs (each later import adds one)
+    merged: list[Path] = field(default_factory=list)
 
 
 #: Called between the steps of writing one pack (``content``, ``events``, ``removed``); tests replace it to stop
@@ -214,6 +235,11 @@ def recover(root: Path) -> int:
     """Finish what a stopped compact left: remove the run files packs already hold, and content packs whose events
     pack was never written. Returns the files removed."""
     removed = 0
+    everything = sorted(root.glob(f"topology=*/{PACK_PREFIX}*.parquet"))
+    for old in sorted(replaced(everything)):  # merged into a newer pack that is in place
+        _unlink(root / CONTENT_DIR / f"{old.stem}{CONTENT_SUFFIX}")
+        _unlink(old)
+        removed += 1
     packs = pack_files(root)
     names = {p.stem for p in packs}
     cdir = root / CONTENT_DIR
@@ -307,11 +333,14 @@ def _content_of(runs: list[_Run]) -> pa.Table | None:
         tables.append(current_content(table))
     if not tables:
         return None
-    table = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
-    hashes = table.column("hash").to_pylist()
+    return _dedupe_hash(pa.concat_tables(tables).unify_dictionaries().combine_chunks())
+
+
+def _dedupe_hash(table: pa.Table) -> pa.Table:
+    """One row per blob hash (the first): runs share texts (the same tool schemas, the same prompts)."""
     seen: set[str | None] = set()
     keep = []
-    for h in hashes:
+    for h in table.column("hash").to_pylist():
         keep.append(h not in seen)
         seen.add(h)
     return table if all(keep) else table.filter(pa.array(keep))
@@ -361,6 +390,68 @@ def _write_pack(root: Path, runs: list[_Run]) -> Path:
     return dest
 
 
+def _merge_small_packs(root: Path, pack_rows: int) -> list[Path]:
+    """Packs of less than half ``pack_rows`` rows (one per later import) merged with each other, per topology and
+    schema, every row and every run entry unchanged; the new pack names those it replaces, which are removed once it
+    is in place (until then readers skip them)."""
+    from promcp._version import __version__
+
+    groups: dict[tuple[str, str], list[tuple[Path, int]]] = {}
+    for pack in pack_files(root):
+        try:
+            meta = pq.ParquetFile(pack).metadata
+            schema = pq.read_schema(pack).remove_metadata().to_string()
+            if not pack_runs(pack):
+                continue
+        except (OSError, ValueError, pa.ArrowInvalid):
+            continue  # a damaged pack is left as it is (readers name it)
+        content = root / CONTENT_DIR / f"{pack.stem}{CONTENT_SUFFIX}"
+        if meta.num_rows < pack_rows // 2 and _size(content) < PACK_CONTENT_BYTES // 2:
+            groups.setdefault((pack.parent.name, schema), []).append((pack, meta.num_rows))
+    written: list[Path] = []
+    for small in groups.values():
+        batches: list[list[Path]] = [[]]
+        rows = 0
+        for pack, n in small:
+            if batches[-1] and rows + n > pack_rows:
+                batches.append([])
+                rows = 0
+            batches[-1].append(pack)
+            rows += n
+        for batch in batches:
+            if len(batch) < 2:
+                continue
+            name = _pack_name()
+            dest = batch[0].parent / f"{name}.parquet"
+            contents = [root / CONTENT_DIR / f"{p.stem}{CONTENT_SUFFIX}" for p in batch]
+            tables = [current_content(pq.read_table(c)) for c in contents if c.exists()]
+            if tables:
+                merged = _dedupe_hash(pa.concat_tables(tables).unify_dictionaries().combine_chunks())
+                _atomic_write(merged, root / CONTENT_DIR / f"{name}{CONTENT_SUFFIX}")
+            _step("content", dest)
+            events = pa.concat_tables([pq.read_table(p).replace_schema_metadata(None) for p in batch])
+            entries = [entry for p in batch for entry in pack_runs(p)]
+            versions = [int(e.get("schema_version") or 0) for e in entries]
+            events = events.replace_schema_metadata(
+                {
+                    META_SCHEMA_VERSION: str(max(versions, default=0)).encode(),
+                    META_VERSION: __version__.encode(),
+                    META_PACK: json.dumps(
+                        {"runs": entries, "replaces": [p.stem for p in batch]}, default=str
+                    ).encode(),
+                }
+            )
+            _atomic_write(events, dest)  # the commit: readers skip the packs it replaces from here on
+            _step("events", dest)
+            for old, content in zip(batch, contents, strict=True):
+                _unlink(content)
+                _unlink(old)
+            _fsync_dir(dest.parent)
+            _step("removed", dest)
+            written.append(dest)
+    return written
+
+
 def compact(
     root: Path,
     *,
@@ -386,6 +477,12 @@ def compact(
     with group_lock(root):  # no merge of journal parts while runs move
         summary.files_before = _dataset_files(root)
         summary.recovered = recover(root)
+        try:
+            summary.merged = _merge_small_packs(root, pack_rows)
+        except OSError as exc:
+            raise storage_error(
+                exc, root, "cannot merge packs: {reason}; every run is still readable; run it again"
+            ) from None
         plan = _plan(_candidates(root, summary), pack_rows)
         done = 0
         for i, runs in enumerate(plan, start=1):

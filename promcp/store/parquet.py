@@ -610,12 +610,13 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
 
 def _without_packed(root: Path, candidates: list[Path]) -> list[Path]:
     """Leave out the run files a pack already holds (a compact stopped before removing them)."""
-    from promcp.store.packs import is_pack, superseded  # packs builds on this module
+    from promcp.store.packs import is_pack, replaced, superseded  # packs builds on this module
 
     packs = [p for p in candidates if is_pack(p)]
     if not packs:
         return candidates
-    skip = superseded(root, packs)
+    gone = replaced(packs)  # merged into a newer pack that is in place
+    skip = superseded(root, [p for p in packs if p not in gone]) | gone
     return [p for p in candidates if p not in skip]
 
 

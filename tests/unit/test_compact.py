@@ -142,7 +142,7 @@ def stop(name, pack):
         if seen["n"] == nth:
             os._exit(137)  # what a kill does: no cleanup, no finally
 packs._step = stop
-packs.compact(Path(sys.argv[1]), pack_rows=40)
+packs.compact(Path(sys.argv[1]), pack_rows=int(sys.argv[4]) if len(sys.argv) > 4 else 40)
 """
 
 
@@ -293,3 +293,35 @@ def test_a_damaged_pack_is_named_and_the_rest_still_reads(base: Path, tmp_path: 
     )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     assert compact(root).runs == 0  # nothing to pack, and no crash on the damaged packs
+
+
+def test_small_packs_merge_and_a_merge_killed_midway_reads_once(base: Path, tmp_path: Path) -> None:
+    root = _copy(base, tmp_path)
+    compact(root, pack_rows=40)
+    before_packs = packs.pack_files(root)
+    assert len(before_packs) >= 3
+    before_rows = _raw_rows(root)
+    before_content = _content(root)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_KILL), str(root), "events", "1", "1000"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 137, proc.stderr
+    on_disk = sorted(root.glob("topology=*/pack-*.parquet"))
+    assert len(on_disk) > len(
+        packs.pack_files(root)
+    )  # the merged pack is in, the packs it replaces not removed
+    assert _raw_rows(root) == before_rows  # read once: the replaced packs are skipped
+    assert analysis.load_table(root).num_rows == sum(len(v) for v in before_rows.values())
+    assert _content(root) == before_content
+
+    summary = compact(root, pack_rows=1000)
+
+    assert summary.recovered >= 2
+    assert sorted(root.glob("topology=*/pack-*.parquet")) == packs.pack_files(root)
+    assert len(packs.pack_files(root)) < len(before_packs)
+    assert _raw_rows(root) == before_rows
+    assert _content(root) == before_content
+    assert reader_problems(root) == []
