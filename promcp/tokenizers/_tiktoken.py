@@ -13,7 +13,6 @@ import gzip
 import threading
 from importlib import resources
 from typing import Any
-from unittest import mock
 
 import tiktoken
 import tiktoken.load
@@ -58,8 +57,15 @@ def build_encoding(name: str) -> tiktoken.Encoding:
     """The tiktoken ``Encoding`` called ``name``, built without network."""
     if name not in ENCODINGS:
         raise TokenizerError(f"no offline BPE file for {name!r}; offline encodings: {', '.join(ENCODINGS)}")
-    with _BUILD_LOCK, mock.patch.object(openai_public, "load_tiktoken_bpe", _offline_ranks(name)):
-        params = getattr(openai_public, name)()
+    # the loader swapped by hand under the lock (unittest.mock would pull in asyncio: ~25 ms of every MCP
+    # proxy's start-up, tests/perf/bench_mcp_startup.py)
+    with _BUILD_LOCK:
+        original = openai_public.load_tiktoken_bpe
+        openai_public.load_tiktoken_bpe = _offline_ranks(name)
+        try:
+            params = getattr(openai_public, name)()
+        finally:
+            openai_public.load_tiktoken_bpe = original
     return tiktoken.Encoding(**params)
 
 

@@ -17,7 +17,12 @@ Two reference rows: ``cat`` (a "server" that answers at once: what is left is th
 ``python floor`` (an interpreter that only copies lines, against bare ``cat``: what any Python wrapper costs on
 this machine before it runs a line of promcp).
 
+``--before TREE`` adds a third arm, interleaved in the same rounds: the server wrapped by the promcp of another
+source tree (``PYTHONPATH=TREE``, e.g. a ``git worktree`` of the previous commit), so a change's before / after
+comes from one run on one machine state.
+
     .venv/bin/python tests/perf/bench_mcp_startup.py [--rounds 15] [--server everything|python|cat|all]
+        [--before TREE]
 """
 
 from __future__ import annotations
@@ -76,10 +81,12 @@ def _read_answer(proc: subprocess.Popen[bytes], rid: int) -> None:
             return
 
 
-def one_start(command: list[str]) -> float:
+def one_start(command: list[str], env: dict[str, str] | None = None) -> float:
     """Milliseconds from Popen to the ``initialize`` answer."""
     start = time.perf_counter()
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
     assert proc.stdin is not None
     proc.stdin.write(_line(INIT))
     proc.stdin.flush()
@@ -98,7 +105,7 @@ def one_start(command: list[str]) -> float:
     return took
 
 
-def bench(name: str, rounds: int, out: Path) -> dict[str, object]:
+def bench(name: str, rounds: int, out: Path, before: Path | None = None) -> dict[str, object]:
     if name == "python floor":
         bare, wrapped = SERVERS["cat"], FLOOR
     else:
@@ -115,26 +122,32 @@ def bench(name: str, rounds: int, out: Path) -> dict[str, object]:
             name,
         ]
         wrapped += ["--", *bare]
-    one_start(bare)  # warm the file cache for both
-    one_start(wrapped)
-    times: dict[str, list[float]] = {"bare": [], "wrapped": []}
-    diffs: list[float] = []
+    arms: dict[str, tuple[list[str], dict[str, str] | None]] = {
+        "bare": (bare, None),
+        "wrapped": (wrapped, None),
+    }
+    if before is not None and name != "python floor":
+        arms["before"] = (wrapped, {**os.environ, "PYTHONPATH": str(before)})
+    for command, env in arms.values():  # warm the file cache for every arm
+        one_start(command, env)
+    names = list(arms)
+    times: dict[str, list[float]] = {kind: [] for kind in names}
+    diffs: dict[str, list[float]] = {kind: [] for kind in names if kind != "bare"}
     for i in range(rounds):
-        order = ["bare", "wrapped"] if i % 2 == 0 else ["wrapped", "bare"]
-        got = {kind: one_start(bare if kind == "bare" else wrapped) for kind in order}
+        order = names[i % len(names) :] + names[: i % len(names)]  # each arm goes first in turn
+        got = {kind: one_start(*arms[kind]) for kind in order}
         for kind, ms in got.items():
             times[kind].append(ms)
-        diffs.append(got["wrapped"] - got["bare"])
-    b, w = statistics.median(times["bare"]), statistics.median(times["wrapped"])
-    return {
-        "server": name,
-        "bare_median": b,
-        "bare_p90": _p90(times["bare"]),
-        "wrapped_median": w,
-        "wrapped_p90": _p90(times["wrapped"]),
-        "added_median": statistics.median(diffs),
-        "ratio": w / b,
-    }
+        for kind in diffs:
+            diffs[kind].append(got[kind] - got["bare"])
+    b = statistics.median(times["bare"])
+    row: dict[str, object] = {"server": name, "bare_median": b, "bare_p90": _p90(times["bare"])}
+    for kind in diffs:
+        row[f"{kind}_median"] = statistics.median(times[kind])
+        row[f"{kind}_p90"] = _p90(times[kind])
+        row[f"{kind}_added"] = statistics.median(diffs[kind])
+        row[f"{kind}_ratio"] = statistics.median(times[kind]) / b
+    return row
 
 
 def _p90(values: list[float]) -> float:
@@ -145,22 +158,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--server", choices=["everything", "python", "cat", "all"], default="all")
+    parser.add_argument("--before", type=Path, metavar="TREE", help="also wrap with the promcp of this tree")
     args = parser.parse_args()
     names = ["everything", "python", "cat", "python floor"] if args.server == "all" else [args.server]
     if "everything" in names and not EVERYTHING.exists():  # pragma: no cover
         sys.exit("server-everything is not installed (npm ci)")
+    if args.before is not None and not (args.before / "promcp" / "__init__.py").exists():
+        sys.exit(f"--before {args.before}: not a promcp source tree (no promcp/__init__.py)")
     rows = []
     with tempfile.TemporaryDirectory(prefix="promcp-bench-startup-") as tmp:
         for name in names:
-            rows.append(bench(name, args.rounds, Path(tmp)))
-    print(f"initialize answered, ms from spawn ({args.rounds} interleaved pairs, {os.cpu_count()} cores)")
-    head = f"{'server':<14}{'bare median':>13}{'bare p90':>10}{'wrapped median':>16}{'wrapped p90':>13}"
-    print(head + f"{'added (median of pairs)':>25}{'ratio':>8}")
+            rows.append(bench(name, args.rounds, Path(tmp), args.before))
+    arms = ["wrapped", "before"] if args.before is not None else ["wrapped"]
+    print(f"initialize answered, ms from spawn ({args.rounds} interleaved rounds, {os.cpu_count()} cores,")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end; 'before': PYTHONPATH={args.before})")
+    head = f"{'server':<14}{'arm':<9}{'median':>9}{'p90':>9}{'added (median of pairs)':>25}{'ratio':>8}"
+    print(head)
     for r in rows:
-        print(
-            f"{r['server']:<14}{r['bare_median']:>13.1f}{r['bare_p90']:>10.1f}{r['wrapped_median']:>16.1f}"
-            f"{r['wrapped_p90']:>13.1f}{r['added_median']:>25.1f}{r['ratio']:>8.2f}"
-        )
+        print(f"{r['server']:<14}{'bare':<9}{r['bare_median']:>9.1f}{r['bare_p90']:>9.1f}")
+        for kind in arms:
+            if f"{kind}_median" in r:
+                print(
+                    f"{'':<14}{kind:<9}{r[f'{kind}_median']:>9.1f}{r[f'{kind}_p90']:>9.1f}"
+                    f"{r[f'{kind}_added']:>+25.1f}{r[f'{kind}_ratio']:>8.2f}"
+                )
 
 
 if __name__ == "__main__":

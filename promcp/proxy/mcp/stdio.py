@@ -8,15 +8,16 @@ environment and working directory and stands in the middle of its stdin and stdo
   chunk cut into newline-delimited JSON-RPC frames (:class:`~.frames.LineFrames`) and handed to the
   :class:`~.observer.McpObserver`; a recording error is reported on stderr once and never touches the traffic.
   The server's stderr is the proxy's own (inherited, not copied).
-* **start-up**: the recorder is ready before the server is spawned, so a client that ends the session at any
-  moment (``claude mcp list``; Codex sends SIGTERM then SIGKILL about 0.1 s later) is recorded whole. What it
-  costs is kept small: neither the CLI path nor the recorder imports rich, pyarrow or pandas (its journal part
-  needs none of them). The tokenizer loads on a thread while the server starts, so that a session's counting is
-  done before the client ends it (loading it only after the server's first answers sped those up, but under
-  heavy load left ``tools/list`` uncounted when Codex killed the proxy; ``_Recording.prepare(warm_after=…)``
-  keeps that option; tests/perf/bench_mcp_startup.py, docs/proxy.md). When the client
-  closes its end, pending events are journaled at once: clients kill their servers shortly after (Claude Code:
-  SIGINT, SIGTERM, SIGKILL within 0.5 s).
+* **start-up**: the server is spawned first, before the recorder is even imported, and the relay threads start
+  at once: the server boots while the proxy loads its recorder (~0.1 s idle), so a wrapped server answers
+  ``initialize`` about as soon as it would bare (tests/perf/bench_mcp_startup.py, docs/proxy.md). Frames read
+  meanwhile wait in their tap (bounded) with their timestamps and are recorded when it is ready. Neither the CLI
+  path nor the recorder imports rich, pyarrow or pandas (its journal part needs none of them). The tokenizer
+  loads on a thread while the server starts, so that a session's counting is done before the client ends it
+  (``_Recording.prepare(warm_after=…)`` keeps the option of loading it after the handshake). When the client
+  closes its end, or a SIGTERM / SIGINT comes, pending events are handed to a detached helper at once — or as
+  soon as the recorder is loaded, if the end came first: clients kill their servers shortly after (Claude Code:
+  SIGINT, SIGTERM, SIGKILL within 0.5 s; Codex SIGKILL 0.1 s after SIGTERM).
 * **end**: the client closing stdin closes the server's stdin; a client that stops reading gets the server a
   broken pipe, as it would without the proxy. When the server exits, the proxy drains its stdout, records what
   was still waiting (a crash mid-call), finalizes its journal part and exits with the server's status — the same
@@ -230,8 +231,7 @@ def _exit_like(returncode: int) -> int:
 def run_stdio(opts: StdioOptions) -> int:
     """Relay and record one stdio server session; returns the exit status the proxy should exit with."""
     handshake = threading.Event()  # the server answered initialize and the request after it
-    # the recorder exists before the server does: a client may end the session (and kill the proxy) at any moment
-    session = _Recording.prepare(opts)
+    # the server first, the recorder while it boots: its start-up overlaps ours (tests/perf/bench_mcp_startup.py)
     spawn_start = time.perf_counter_ns()
     try:
         child = _spawn(opts.command)
@@ -239,8 +239,9 @@ def run_stdio(opts: StdioOptions) -> int:
         spawn_end = time.perf_counter_ns()
         code = 127 if exc.errno == errno.ENOENT else 126
         _say(f"cannot start {opts.command[0]!r}: {exc.strerror or exc}")
-        if session is not None:
-            session.spawn_failed(spawn_start, spawn_end, exc)
+        failed = _Recording.prepare(opts)
+        if failed is not None:
+            failed.spawn_failed(spawn_start, spawn_end, exc)
         return code
     spawn_end = time.perf_counter_ns()
     assert child.stdin is not None and child.stdout is not None
@@ -249,14 +250,16 @@ def run_stdio(opts: StdioOptions) -> int:
     up = _Pump(0, server_in, to_server, "promcp-proxy-client->server")
     down = _Pump(server_out, 1, to_client, "promcp-proxy-server->client")
     client_closed = threading.Event()
-    ready: list[_Recording] = [session] if session is not None else []
+    ready: list[_Recording] = []  # the recorder, once loaded (the taps hold frames until then)
+    handed = threading.Lock()  # a hand-off asked for before the recorder existed runs once it does
 
     def close_server_stdin() -> None:  # the client closed its end: so does the proxy, to the server
         client_closed.set()
         with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
-        if ready:  # a client ending its session kills its servers soon: hand unfinished work off
-            ready[0].hand_off()
+        with handed:
+            if ready:  # a client ending its session kills its servers soon: hand unfinished work off
+                ready[0].hand_off()
 
     def stop_reading_client() -> (
         None
@@ -286,11 +289,16 @@ def run_stdio(opts: StdioOptions) -> int:
     for name in FORWARDED_SIGNALS:
         with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread (tests)
             signal.signal(getattr(signal, name), forward)
+    up.start()  # bytes flow from here on; their frames wait in the taps for the recorder
+    down.start()
+    session = _Recording.prepare(opts)
     if session is not None:
         session.spawned(spawn_start, spawn_end, child.pid)
         session.attach(to_server, to_client)
-    up.start()
-    down.start()
+        with handed:
+            ready.append(session)
+            if client_closed.is_set() or any(s in (signal.SIGINT, signal.SIGTERM) for s in forwarded):
+                session.hand_off(signalled=bool(forwarded))  # the end came while the recorder loaded
     ticker = session.start_ticker() if session is not None else None
     returncode = child.wait()
     exit_ns = time.perf_counter_ns()
