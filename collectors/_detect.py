@@ -9,11 +9,27 @@ from promcp.errors import ImportFormatError
 
 
 def folder_format(path: Path) -> str | None:
-    """The format whose files a folder holds (the first registered one with such files below it)."""
+    """The format whose files a folder holds: the first registered one whose first such file below it looks like
+    it (Claude Code and Codex both keep ``.jsonl`` files), else the first with such files at all."""
+    fallback = None
     for fmt in FORMATS.values():
-        if any(p.is_file() for suffix in fmt.folder_suffixes for p in path.rglob(f"*{suffix}")):
+        first = next((p for s in fmt.folder_suffixes for p in path.rglob(f"*{s}") if p.is_file()), None)
+        if first is None:
+            continue
+        if fmt.sniff(_head(first)):
             return fmt.name
-    return None
+        fallback = fallback or fmt.name
+    return fallback
+
+
+def _head(file: Path) -> str:
+    """The first 64 KiB of ``file``, whitespace removed, as the formats' ``sniff`` reads them ('' if unreadable)."""
+    try:
+        with file.open("rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return ""
+    return head.decode("utf-8", "replace").replace(" ", "").replace("\n", "")
 
 
 def detect_format(path: Path) -> str:
@@ -23,7 +39,7 @@ def detect_format(path: Path) -> str:
         if found is not None:
             return found
         raise ImportFormatError(
-            f"{path}: a folder without session .jsonl files (expected ~/.claude/projects)"
+            f"{path}: a folder without session .jsonl files (expected ~/.claude/projects or ~/.codex/sessions)"
         )
     try:
         with path.open("rb") as fh:
@@ -35,6 +51,6 @@ def detect_format(path: Path) -> str:
         if fmt.sniff(text):
             return fmt.name
     raise ImportFormatError(
-        f"{path}: not a known export (no Claude.ai 'chat_messages', ChatGPT 'mapping' or Claude Code "
-        f"'sessionId' in the first 64 KiB); force one with --format {{{','.join(FORMATS)}}}"
+        f"{path}: not a known export (no Claude.ai 'chat_messages', ChatGPT 'mapping', Claude Code "
+        f"'sessionId' or Codex 'session_meta' in the first 64 KiB); force one with --format {{{','.join(FORMATS)}}}"
     )

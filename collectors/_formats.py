@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promcp.collectors import codex as _codex
 from promcp.collectors._model import Conversation
 from promcp.collectors._problems import INTERNAL, Problems, ShapeError
 from promcp.collectors._stream import SanitizedReader, as_text, iter_array, iter_jsonl
@@ -212,5 +213,17 @@ register(
         _has("sessionId", "parentUuid"),
         folder_suffixes=(".jsonl",),
         locations=claude_code_locations,
+    )
+)
+
+register(
+    ImportFormat(
+        "codex",
+        "o200k_base",
+        "openai",
+        _codex.read,
+        _codex.looks_like,
+        (".jsonl",),
+        _codex.sessions_locations,
     )
 )
