@@ -40,7 +40,12 @@ _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def mcp_tool_of(name: str) -> tuple[str, str] | None:
-    """``(server, tool)`` of a tool name in Claude Code's ``mcp__<server>__<tool>`` form, else None."""
+    """``(server, tool)`` of a tool name in Claude Code's ``mcp__<server>__<tool>`` form, or in the ``<server>/<tool>``
+    form promcp gives a Responses namespace's tool (:func:`promcp.wire.openai_responses.namespaced`; a provider's
+    tool names never hold ``/``), else None."""
+    server, sep, tool = name.partition("/")
+    if sep and server and tool:
+        return server, tool
     if not name.startswith("mcp__"):
         return None
     server, sep, tool = name[5:].partition("__")
@@ -72,7 +77,9 @@ def _names_match(name: str, server: str | None, tool: str | None) -> bool:
     if server is not None and name == gemini_tool_name(server, tool):  # the Gemini CLI's mcp_<server>_<tool>
         return True
     mcp = mcp_tool_of(name)
-    return mcp is not None and server is not None and mcp == (_NOT_NAME.sub("_", server), tool)
+    return (
+        mcp is not None and server is not None and mcp in ((server, tool), (_NOT_NAME.sub("_", server), tool))
+    )
 
 
 def _digest_of(event: Event) -> str | None:

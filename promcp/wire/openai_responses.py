@@ -11,13 +11,14 @@ Codex (the OpenAI Codex CLI) shapes, measured with 0.169.0:
 
 * a **namespace** tool ``{"type": "namespace", "name": "mcp__<server>", "description": <the server's
   instructions>, "tools": [function tools…]}`` per MCP server (and a few of its own, e.g. ``multi_agent_v1``):
-  one schema piece per inner tool, named ``<namespace>__<tool>`` (``mcp__everything__echo``, keyed
-  ``everything/echo`` by the recorder like the MCP side's tools), plus the description as a schema piece of its
+  one schema piece per inner tool, named like the MCP side's tools, ``everything/echo`` for the ``mcp__everything``
+  namespace (:func:`namespaced`; other namespaces ``<namespace>__<tool>``), plus the description as a schema piece of its
   own keyed ``<namespace>#instructions`` (a schema-tax component: the server's instructions ride along with its
   tools); ``n_tools`` counts the callable tools only;
 * the same tools may come in an ``additional_tools`` input item (``role`` developer) instead of ``tools``;
-* the model's call of a namespaced tool carries ``namespace``: the call is named ``<namespace>__<name>``, so it
-  joins the MCP side by name and is never mistaken for a client built-in;
+* the model's call of a namespaced tool carries ``namespace``: the call is named ``<server>/<tool>`` like its
+  schema piece (S2's ``tool``), so it joins the MCP side on server and tool — never on a bare name another server
+  may share — and is never mistaken for a client built-in;
 * Codex's own context messages sent as ``user`` messages — ``<environment_context>`` (working directory, shell,
   date, sandbox), ``<user_instructions>`` / ``# AGENTS.md instructions`` — are system pieces keyed by their tag,
   not the user's prompt (:data:`CLIENT_CONTEXT`).
@@ -53,9 +54,16 @@ CLIENT_CONTEXT = {
 
 
 def namespaced(namespace: Any, name: Any) -> str:
-    """The name of tool ``name`` inside ``namespace`` as promcp records it (``mcp__everything`` + ``echo`` →
-    ``mcp__everything__echo``, the form :func:`promcp.stages.link.mcp_tool_of` reads)."""
-    return f"{namespace}__{name}" if namespace else str(name)
+    """The name of tool ``name`` inside ``namespace`` as promcp records it: an MCP server's namespace gives the
+    MCP side's own ``server/tool`` (``mcp__everything`` + ``echo`` → ``everything/echo``, which
+    :func:`promcp.stages.link.mcp_tool_of` reads and the join matches on server and tool, not on the bare name);
+    any other namespace ``<namespace>__<name>``."""
+    if not namespace:
+        return str(name)
+    space = str(namespace)
+    if space.startswith("mcp__") and len(space) > len("mcp__"):
+        return f"{space[len('mcp__') :]}/{name}"
+    return f"{space}__{name}"
 
 
 def _tools(tool: Any) -> list[tuple[str, str, bool]]:

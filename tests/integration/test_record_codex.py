@@ -123,7 +123,10 @@ def test_codex_end_to_end(tmp_path: Path, provider: str) -> None:
     # the MCP call is the MCP proxy's exact pair, joined to the model's namespaced call on its arguments
     joined = task[task.tool_call_id == "call_0001"]
     assert joined.stage.tolist() == ["S2", "S3", "S4"]
-    assert joined[joined.stage == "S2"].tool.iloc[0] == "mcp__everything__echo"
+    # S2 names the namespaced call server/tool like the MCP side, and the join matched on server and tool
+    s2 = joined[joined.stage == "S2"].iloc[0]
+    assert s2.tool == "everything/echo"
+    assert [c["name"] for c in json.loads(s2["attrs"])["tool_calls"]] == ["everything/echo"]
     mcp = joined[joined.stage.isin(["S3", "S4"])]
     assert (
         set(mcp.source) == {"proxy:mcp"} and set(mcp.server) == {"everything"} and set(mcp.tool) == {"echo"}

@@ -219,3 +219,16 @@ def test_a_result_journaled_after_its_call_was_joined_takes_the_call_s_link() ->
     other = _mcp(Stage.S4, 3.02, "time", "get_time", None, rpc="5")  # another call's result: left alone
     assert link_tool_calls([*first, other])[2].tool_call_id is None
     assert link_tool_calls(again) == again  # idempotent
+
+
+def test_a_namespaced_call_joins_its_own_server_not_a_bare_name_twin() -> None:
+    """Codex's ``mcp__everything`` namespace call is named ``everything/echo`` (wire/openai_responses.py): it joins
+    the MCP call of server ``everything`` and tool ``echo`` — not another server's ``echo`` with the same arguments,
+    which a bare-name match would have taken first."""
+    call = ToolCall("call_1", "everything/echo", {"message": "hi"})
+    assert mcp_tool_of(call.name) == ("everything", "echo") and mcp_tool_of("echo") is None
+    twin = _mcp(Stage.S3, 2, "other", "echo", {"message": "hi"}, rpc="1")
+    mine = _mcp(Stage.S3, 3, "everything", "echo", {"message": "hi"}, rpc="2")
+    out = link_tool_calls([_s2(call, 0.0), twin, mine])
+    assert [(e.server, e.tool_call_id) for e in out[1:]] == [("other", None), ("everything", "call_1")]
+    assert out[2].attrs is not None and out[2].attrs["join"]["quality"] == "arguments"

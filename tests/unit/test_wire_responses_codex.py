@@ -43,12 +43,12 @@ def test_a_namespace_is_one_schema_part_per_tool_plus_its_instructions() -> None
     assert [k for k, _ in schemas] == [
         "exec_command",
         "mcp__everything#instructions",
-        "mcp__everything__echo",
-        "mcp__everything__get_sum",
+        "everything/echo",
+        "everything/get_sum",
     ]
     assert dict(schemas)["mcp__everything#instructions"] == NAMESPACE["description"]
-    assert '"name":"echo"' in dict(schemas)["mcp__everything__echo"]
-    assert request.tool_names == ["exec_command", "mcp__everything__echo", "mcp__everything__get_sum"]
+    assert '"name":"echo"' in dict(schemas)["everything/echo"]
+    assert request.tool_names == ["exec_command", "everything/echo", "everything/get_sum"]
     assert request.n_tools == 3  # callable tools: the instructions are not one
 
 
@@ -66,7 +66,7 @@ def test_tools_in_an_additional_tools_item_are_schemas() -> None:
     body = _body()
     body["input"].insert(0, {"type": "additional_tools", "role": "developer", "tools": [NAMESPACE]})
     request = parse_request("openai-responses", body)
-    assert request.n_tools == 2 and request.tool_names[0] == "mcp__everything__echo"
+    assert request.n_tools == 2 and request.tool_names[0] == "everything/echo"
     assert [p.origin for p in request.pieces][:2] == [Origin.SYSTEM, Origin.SCHEMAS]
     assert not any("omitted" in p.text for p in request.pieces)
 
@@ -81,12 +81,12 @@ def test_a_namespaced_call_keeps_its_namespace_in_output_stream_and_history() ->
     }
     out = parse_response("openai-responses", {"id": "r1", "status": "completed", "output": [call]})
     assert [(c.id, c.name, c.arguments) for c in out.tool_calls] == [
-        ("call_1", "mcp__everything__echo", {"message": "hi"})
+        ("call_1", "everything/echo", {"message": "hi"})
     ]
     stream = stream_accumulator("openai-responses")
     stream.feed({"type": "response.output_item.done", "output_index": 0, "item": call})
     assert not stream.complete
-    assert stream.result().tool_calls[0].name == "mcp__everything__echo"
+    assert stream.result().tool_calls[0].name == "everything/echo"
     stream.feed(
         {"type": "response.completed", "response": {"id": "r1", "status": "completed", "output": [call]}}
     )
@@ -94,5 +94,5 @@ def test_a_namespaced_call_keeps_its_namespace_in_output_stream_and_history() ->
     answered = _body(tools=[NAMESPACE])
     answered["input"] += [call, {"type": "function_call_output", "call_id": "call_1", "output": "Echo: hi"}]
     pieces = parse_request("openai-responses", answered).pieces
-    assert any(p.origin is Origin.HISTORY and "mcp__everything__echo" in p.text for p in pieces)
+    assert any(p.origin is Origin.HISTORY and "everything/echo" in p.text for p in pieces)
     assert [p.key for p in pieces if p.origin is Origin.TOOL_RESULTS] == ["call_1"]
