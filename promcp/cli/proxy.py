@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 from pathlib import Path
 
 from promcp.cli._common import add_content_options
@@ -34,11 +33,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     proxy_sub = p.add_subparsers(dest="proxy_command", metavar="SUBCOMMAND", required=True)
     _add_mcp(proxy_sub)
     _add_config(proxy_sub)
-    import promcp.cli as cli_pkg
-
-    for info in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
-        if info.name.startswith("proxy_"):
-            importlib.import_module(f"promcp.cli.{info.name}").add_parser(proxy_sub)
+    # the package folder's proxy_*.py, listed directly (pkgutil's scan imports inspect: ms of every MCP proxy's
+    # start, which a client waits for)
+    for name in sorted(p.stem for p in Path(__file__).parent.glob("proxy_*.py")):
+        importlib.import_module(f"promcp.cli.{name}").add_parser(proxy_sub)
 
 
 def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -89,3 +89,30 @@ def test_no_import_cycle_in_the_instrumentation() -> None:
     assert (
         "promcp.shims._join" in edges["promcp.shims._mcpevents"]
     )  # the hooks share the join through its module
+
+
+def test_the_mcp_proxy_start_imports_no_dataframe_library(tmp_path: Path) -> None:
+    """A client waits for ``promcp proxy mcp`` to answer ``initialize`` (Codex starts its first turn without a slow
+    server): its command-line path and its recorder, up to a ready recording, import neither pyarrow nor pandas
+    (the journal is JSONL; Parquet is written when the run is merged, in another process). Checked in a fresh
+    interpreter, where nothing else loaded them first."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from promcp.cli import build_parser\n"
+        "args = build_parser(('proxy',)).parse_args(['proxy', 'mcp', '--run-id', 't', '--', 'cat'])\n"
+        "from promcp.proxy.mcp.stdio import StdioOptions, _Recording\n"
+        f"rec = _Recording.prepare(StdioOptions(args.command[1:], out={str(tmp_path)!r}, run_id='t'))\n"
+        "assert rec is not None\n"
+        "rec.recorder.close(finalize_run=False)\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'pandas', 'duckdb', 'rich'))\n"
+        "print(' '.join(heavy))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "", f"the MCP proxy's start imported {got.stdout.strip()}"
+    assert list(tmp_path.rglob("*.jsonl")), "no journal part written: the recorder did not really start"

@@ -13,11 +13,15 @@ environment and working directory and stands in the middle of its stdin and stdo
   ``initialize`` about as soon as it would bare (tests/perf/bench_mcp_startup.py, docs/proxy.md). Frames read
   meanwhile wait in their tap (bounded) with their timestamps and are recorded when it is ready. Neither the CLI
   path nor the recorder imports rich, pyarrow or pandas (its journal part needs none of them). The tokenizer
-  loads on a thread while the server starts, so that a session's counting is done before the client ends it
-  (``_Recording.prepare(warm_after=…)`` keeps the option of loading it after the handshake). When the client
-  closes its end, or a SIGTERM / SIGINT comes, pending events are handed to a detached helper at once — or as
-  soon as the recorder is loaded, if the end came first: clients kill their servers shortly after (Claude Code:
-  SIGINT, SIGTERM, SIGKILL within 0.5 s; Codex SIGKILL 0.1 s after SIGTERM).
+  (~0.5 s of CPU) loads on a thread as soon as the recorder is ready, while the server boots, so that a session's
+  counting is done before the client ends it. Loading it only after the handshake
+  (``_Recording.prepare(warm_after=…)``) started a loaded machine's server sooner (+0.72 s vs +1.16 s over the bare
+  server, interleaved, tests/perf/bench_mcp_startup.py), but in a Codex end-to-end run under load the tokenizer
+  was still loading when Codex ended the session, and ``tools/list``'s count, left to the 0.1 s hand-off window,
+  was lost: an event lost is worse than a slower start. When the client closes its end, or a SIGTERM / SIGINT
+  comes, what is not counted yet is handed to a detached helper at once — or as soon as the recorder is loaded,
+  if the end came first: clients kill their servers shortly after (Claude Code: SIGINT, SIGTERM, SIGKILL within
+  0.5 s; Codex SIGKILL 0.1 s after SIGTERM).
 * **end**: the client closing stdin closes the server's stdin; a client that stops reading gets the server a
   broken pipe, as it would without the proxy. When the server exits, the proxy drains its stdout, records what
   was still waiting (a crash mid-call), finalizes its journal part and exits with the server's status — the same
@@ -322,7 +326,7 @@ def run_stdio(opts: StdioOptions) -> int:
 
 class _Recording:
     """The recording half, loaded after the server was spawned (imports the recorder, the stage builders and
-    the observer: ~0.5 s that the relay threads do not wait for)."""
+    the observer: ~0.1 s idle, that neither the server nor the relay threads wait for)."""
 
     def __init__(self, opts: StdioOptions, observer: Any, recorder: Any, clock: Any) -> None:
         self.opts, self.observer, self.recorder, self.clock = opts, observer, recorder, clock
