@@ -61,6 +61,7 @@ SKIP: dict[str, str] = {
     "promcp bench convert mcp-bench …": "abbreviated: the full commands are in docs/paper-scale.md",
     "promcp import conversations.json": "placeholder: your own export (fixtures: test_import_formats)",
     "promcp import ~/.claude/projects": "placeholder: your Claude Code sessions",
+    "promcp import ~/.codex/sessions": "placeholder: your Codex sessions (test_import_codex: a real Codex run's)",
     "promcp import conversations.json --format chatgpt --out traces/ --since 2026-01-01 --conversation <id>": "placeholder",
     "promcp import conversations.json --tokenizer o200k_base": "placeholder: your own export",
     "promcp bench convert mcp-bench DATA/tasks/mcp-bench/mcpbench_tasks_single_runner_format.json --catalog "
