@@ -217,6 +217,8 @@ class _Session:
             if kind == "reasoning":
                 summary = [as_text(as_dict(s).get("text")) for s in as_list(item.get("summary"))]
                 call.thinking += "\n".join(s for s in summary if s)
+            elif kind == "web_search_call":  # the provider's own tool: no call of Codex's, no result item
+                call.attrs["web_searches"] = call.attrs.get("web_searches", 0) + 1
             else:
                 self._tool_call(call, item, kind, ts)
             self._written(call, ts)

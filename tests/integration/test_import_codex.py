@@ -150,3 +150,43 @@ def test_bad_lines_are_named_and_the_rest_kept(codex_run: dict[str, Any], tmp_pa
     assert got.returncode == 0 and "Traceback" not in got.stderr
     assert "from_the_future" in got.stdout + got.stderr
     assert len(pa.load(tmp_path / "t")) == 6
+
+
+def test_older_rollouts_usage_and_mcp_end_events(codex_run: dict[str, Any], tmp_path: Path) -> None:
+    """Rollouts of older Codex versions have no ``token_usage_record`` (usage comes from ``token_count`` events,
+    which 0.169.0 still writes beside it, and repeats of the same totals are rate-limit updates, not calls) and end
+    an MCP call with ``mcp_tool_call_end`` (``invocation``, ``duration``) instead of ``item_completed``: the real
+    rollout rewritten that way imports to the same figures."""
+    older = []
+    for line in codex_run["rollout"].read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        payload = item.get("payload", {})
+        if item["type"] == "token_usage_record":
+            continue
+        if payload.get("type") == "token_count":
+            older += [item, item]  # the same totals twice: the second is no new call
+            continue
+        if payload.get("type") == "item_completed" and payload["item"].get("type") == "McpToolCall":
+            done = payload["item"]
+            took_ms = payload["completed_at_ms"] - payload["started_at_ms"]
+            item = {
+                "timestamp": item["timestamp"],
+                "type": "event_msg",
+                "payload": {
+                    "type": "mcp_tool_call_end",
+                    "call_id": done["id"],
+                    "invocation": {"server": done["server"], "tool": done["tool"], "arguments": {}},
+                    "duration": {"secs": took_ms // 1000, "nanos": (took_ms % 1000) * 1_000_000},
+                    "result": {"Ok": done.get("result")},
+                },
+            }
+        older.append(item)
+    path = tmp_path / codex_run["rollout"].name
+    path.write_text("\n".join(json.dumps(i) for i in older) + "\n", encoding="utf-8")
+    now, then = events_of(codex_run["rollout"]), events_of(path)
+    assert [e.stage for e in then] == [e.stage for e in now]
+    assert [(e.tokens_in, e.cache_read_tokens, e.tokens_out) for e in then] == [
+        (e.tokens_in, e.cache_read_tokens, e.tokens_out) for e in now
+    ]
+    s4 = next(e for e in then if e.stage.value == "S4")
+    assert (s4.server, s4.tool, s4.timing_quality.value) == ("everything", "echo", "exact")
