@@ -114,8 +114,8 @@ def _fit(
 
     Numbers keep their full width; text and headers wrap at spaces and name separators down to their longest
     piece (at most :data:`WORD_MAX_WIDTH`; prose — text with spaces — not below :data:`TEXT_MIN_WIDTH`); the spare
-    width goes to the key columns first, then makes whole as many other columns as it can (the cheapest first), and
-    the rest goes to the columns furthest below their natural width.
+    width makes columns whole — the key columns first, then the cheapest — and the rest goes to the columns
+    furthest below their natural width.
     """
     n = len(columns)
     data_w = [max((cell_len(r[i]) for r in cells), default=0) for i in range(n)]
@@ -135,13 +135,9 @@ def _fit(
     if spare < 0:
         return None
     widths = list(mins)
-    for i in range(min(keys, n)):  # the keys name the row: whole when there is room
-        grow = min(spare, natural[i] - widths[i])
-        if grow > 0:
-            widths[i] += grow
-            spare -= grow
-    # whole columns first, the cheapest first
-    for i in sorted(range(n), key=lambda k: natural[k] - widths[k]):
+    # whole columns first: the keys (they name the row), then the cheapest; a column that cannot be made whole
+    # gets what is left below
+    for i in sorted(range(n), key=lambda k: (k >= keys, natural[k] - widths[k])):
         gap = natural[i] - widths[i]
         if 0 < gap <= spare:
             widths[i] += gap
