@@ -117,3 +117,10 @@ def test_the_base_url_hint_names_the_clients_variable() -> None:
     assert (
         base_url_hint("https://api.openai.com/v1", "http://x", "openai") == "export OPENAI_BASE_URL=http://x"
     )
+
+
+def test_an_unknown_task_lists_the_tasks_that_exist(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(REPO / "examples" / "default-run"), "--task", "calc-mu"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no task calc-mu" in err
+    assert "tasks: calc-mul, dates-sse-between, everything-http-sum, multi-days-hours, time-tokyo" in err
