@@ -48,6 +48,9 @@ from promcp.events import Origin, Phase, Stage, Status
 PHASES: Final = tuple(
     p.value for p in (Phase.CONTEXT, Phase.LLM_PLAN, Phase.TOOL_CALL, Phase.TOOL_RESULT, Phase.FINAL_ANSWER)
 )
+#: SQL over ``ev``: a group of events' wall time in ms — its first event's start to its last event's end. The one rule
+#: for a task's and a run's wall time: the task table, the HTML report's Runs table and ``promcp run``'s summary line.
+WALL_MS_SQL: Final = "(max(t_end_ns) - min(t_start_ns)) / 1e6"
 #: The paper's latency segments.
 SEGMENTS: Final = ("tool_plan", "tool_execution", "answer_synthesis")
 #: Start-up phases of a session.
@@ -243,7 +246,7 @@ def per_task(events: Events, by: Sequence[str] = ()) -> pd.DataFrame:
         f"count(*) FILTER (WHERE stage IN ('{s1}', '{s5}')) AS llm_calls",
         f"count(*) FILTER (WHERE stage = '{s3}') AS tool_calls",
         f"count(*) FILTER (WHERE stage IN ('{s3}', '{s4}') AND NOT {ok}) AS tool_errors",
-        "(max(t_end_ns) - min(t_start_ns)) / 1e6 AS wall_ms",
+        f"{WALL_MS_SQL} AS wall_ms",
         f"count(*) FILTER (WHERE {_SENT}) AS sent_events",
         f"count(latency_ms) FILTER (WHERE {PHASE_SQL} IS NOT NULL AND {_SENT}) AS timed_events",
         "min(seq) AS first_seq",
@@ -264,6 +267,12 @@ def per_task(events: Events, by: Sequence[str] = ()) -> pd.DataFrame:
             out[c] = out.pop(f"_by_{c}")
     phase_cols = [*(f"tokens_{p}" for p in PHASES), *(f"latency_{p}" for p in PHASES)]
     return out[[*dict.fromkeys([*by, *FACT_COLUMNS]), *phase_cols, "sent_events", "timed_events"]]
+
+
+def wall_ms(events: Events) -> float | None:
+    """The events' wall time in ms (:data:`WALL_MS_SQL`: first start to last end); None when none carries a time."""
+    value = query(f"SELECT {WALL_MS_SQL} AS wall_ms FROM ev", as_arrow(events))["wall_ms"].iloc[0]
+    return None if pd.isna(value) else float(value)
 
 
 def task_phase_totals(

@@ -71,7 +71,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             )
             for p in problems:
                 reporter.write_line(f"  {p}", red=True)
-        # reported, not failing: some tests still write their own files into the datasets they make (plots,
-        # benchmark files); each writer's own layout is asserted by tests/unit/test_dataset_layout.py
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif reporter is not None and checked:
         reporter.write_line(f"{checked} dataset(s) written by the tests open in pandas, pyarrow and DuckDB")

@@ -52,8 +52,8 @@ class Missing:
 class Column:
     """One column of a table view.
 
-    ``key`` names the value in each row; ``header`` is shown (default: ``key``) and ``short`` replaces it when the
-    terminal is too narrow. ``kind`` decides formatting and alignment: ``text`` (left), ``number`` (thousands
+    ``key`` names the value in each row; ``header`` is shown (default: ``key``; a narrow terminal wraps it at its
+    spaces, so it stays whole words, never an abbreviation). ``kind`` decides formatting and alignment: ``text`` (left), ``number`` (thousands
     separators, ``digits`` decimals), ``percent`` (a number whose header says %), ``stat`` (a :class:`Stat`),
     ``change`` (a signed number, ``+12`` / ``-3``). ``help`` is a one-line explanation (HTML tooltips).
     """
@@ -62,7 +62,6 @@ class Column:
     header: str | None = None
     kind: Kind = "text"
     digits: int = 0
-    short: str | None = None
     help: str | None = None
 
     @property

@@ -85,11 +85,11 @@ def _init_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
         Column("sessions"),
         Column("spawn", "spawn ms", "stat", 1),
         Column("ready", "ready ms", "stat", 1),
-        Column("initialize", "initialize ms", "stat", 1, short="init ms"),
-        Column("tools_discovery", "tools/list ms", "stat", 1, short="list ms"),
+        Column("initialize", "initialize ms", "stat", 1),
+        Column("tools_discovery", "tools/list ms", "stat", 1),
         Column("tools", kind="number"),
-        Column("schema_tokens", "schema tokens", "number", short="schema tok"),
-        Column("schema_bytes", "schema bytes", "number", short="schema B"),
+        Column("schema_tokens", "schema tokens", "number"),
+        Column("schema_bytes", "schema bytes", "number"),
     ]
     return Table("init", title, cols, rows, key_columns=len(by) + 1)
 
@@ -144,11 +144,11 @@ def _tasks_view(frame: pd.DataFrame) -> Table:
         Column("task_id", "task"),
         Column("outcome"),
         Column("rounds", kind="number"),
-        Column("tool_calls", "tool calls", "number", short="tools"),
-        Column("tool_errors", "tool errors", "number", short="tool err"),
+        Column("tool_calls", "tool calls", "number"),
+        Column("tool_errors", "tool errors", "number"),
         Column("tokens", kind="number"),
-        Column("llm_billed", "llm billed", "number", short="billed"),
-        Column("latency_ms", "latency ms", "number", 1, short="lat ms"),
+        Column("llm_billed", "llm billed", "number"),
+        Column("latency_ms", "latency ms", "number", 1),
         Column("error"),
     ]
     table = Table("tasks", SECTIONS["tasks"], cols, _rows(frame), key_columns=2)
@@ -165,7 +165,7 @@ def _errors_view(frame: pd.DataFrame) -> Table:
         Column("server"),
         Column("tool"),
         Column("status"),
-        Column("error_type", "error type", short="type"),
+        Column("error_type", "error type"),
         Column("message"),
     ]
     return Table("errors", SECTIONS["errors"], cols, _rows(frame), key_columns=2, empty="none")
@@ -177,8 +177,8 @@ def _overflows_view(frame: pd.DataFrame) -> Table:
         Column("task_id", "task"),
         Column("round", kind="number"),
         Column("model"),
-        Column("tokens_in", "prompt tokens", "number", short="prompt"),
-        Column("context_window", "context window", "number", short="window"),
+        Column("tokens_in", "prompt tokens", "number"),
+        Column("context_window", "context window", "number"),
         Column("overflow_by", "over by", "number"),
     ]
     table = Table("overflows", SECTIONS["overflows"], cols, _rows(frame), key_columns=2)

@@ -3,13 +3,17 @@
 Width rules, in order, per table (``COLUMNS`` or the terminal decides the width; 80 when output is piped):
 
 1. every column at its natural width when that fits;
-2. otherwise headers switch to their short form (:attr:`Column.short`), numbers keep their full width (they never
-   wrap), text columns and headers wrap at spaces (a word longer than its column folds onto the next line) and
-   the spare width goes to the columns that need it most;
+2. otherwise numbers keep their full width (they never wrap); text cells and headers wrap at spaces and after the
+   separators of names (``-``, ``_``, ``/``, ``:``, ``.``) — never inside a word — and the spare width goes to the
+   key columns, then to the columns that need it most (only a piece longer than :data:`WORD_MAX_WIDTH`, say a
+   hash, may be folded);
 3. otherwise the table is split into column groups that each fit, repeating the key columns (``phase``,
    ``server``, …) in every group;
 4. at widths where even one value column beside the keys does not fit, each row is printed as a record
    (``header: value`` lines).
+
+A table's title is never wrapped by the terminal: a title wider than it is broken at its own separators
+(`` — ``, `` [``) into lines that each fit (a part still too wide breaks like a cell).
 
 :class:`TaskProgress` is the progress display of long commands: a live status line on a terminal, plain lines
 (one per task) when stderr is a file or a pipe.
@@ -17,6 +21,7 @@ Width rules, in order, per table (``COLUMNS`` or the terminal decides the width;
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from types import TracebackType
 from typing import IO, Any, Final
@@ -32,8 +37,10 @@ from promcp.analysis.views.base import Column, Document, Renderer, Table
 
 #: A text column is not squeezed below this width while numbers keep theirs (it wraps instead).
 TEXT_MIN_WIDTH: Final = 12
-#: A word (an id, a tool name) longer than this may be folded across lines rather than widen its column.
+#: A piece of a name (between separators) longer than this may be folded rather than widen its column.
 WORD_MAX_WIDTH: Final = 20
+#: Where a name may break: after these characters (the separator stays at the end of the line), and at spaces.
+_PIECES: Final = re.compile(r"\s+|[^\s\-_/:.,]*[\-_/:.,]+|[^\s\-_/:.,]+")
 
 
 def _borders(n: int) -> int:
@@ -41,64 +48,121 @@ def _borders(n: int) -> int:
     return 3 * n + 1
 
 
-def _longest_word(text: str) -> int:
-    return max((cell_len(w) for w in text.split()), default=0)
+def _pieces(text: str) -> list[str]:
+    """``text`` as the units a line may break between: runs of spaces, and name pieces ending in a separator."""
+    return _PIECES.findall(text)
 
 
-def _header(column: Column, short: bool) -> str:
-    return column.short if short and column.short else column.title
+def _longest_piece(text: str) -> int:
+    return max((cell_len(p) for p in _pieces(text) if not p.isspace()), default=0)
+
+
+def _fold(piece: str, width: int) -> list[str]:
+    """A piece wider than ``width`` (only one longer than :data:`WORD_MAX_WIDTH` can be) in chunks of ``width``."""
+    out, line = [], ""
+    for ch in piece:
+        if line and cell_len(line + ch) > width:
+            out.append(line)
+            line = ""
+        line += ch
+    return [*out, line]
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` cells, broken at spaces and after name separators only (a single
+    piece wider than ``width`` is folded). Line breaks already in ``text`` are kept."""
+    lines: list[str] = []
+    for para in text.split("\n"):
+        line = ""
+        for piece in _pieces(para):
+            if piece.isspace():
+                if line and cell_len(line) + cell_len(piece) < width:
+                    line += piece
+                elif line:
+                    lines.append(line)
+                    line = ""
+                continue
+            if cell_len(line) + cell_len(piece) <= width:
+                line += piece
+                continue
+            if line:
+                lines.append(line.rstrip())
+            *full, line = _fold(piece, width)
+            lines += full
+        lines.append(line.rstrip())
+    return lines
+
+
+def title_lines(title: str, width: int) -> list[str]:
+    """A table title on lines that each fit ``width``, broken at its own separators (`` — ``, `` [``) first; a
+    part still too wide is wrapped like a cell (at spaces and name separators)."""
+    if cell_len(title) <= width:
+        return [title]
+    lines: list[str] = []
+    for part in re.split(r"(?= — | \[)", title):
+        if lines and cell_len(lines[-1]) + cell_len(part) <= width:
+            lines[-1] += part
+            continue
+        lines += wrap(part.strip(" "), width)
+    return lines
 
 
 def _fit(
     columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int, keys: int = 1
-) -> tuple[list[int], bool] | None:
-    """Widths for ``columns`` within ``width`` (and whether short headers are used), or None when they cannot fit.
+) -> list[int] | None:
+    """Widths for ``columns`` within ``width``, or None when they cannot fit.
 
-    Numbers keep their full width; the first ``keys`` text columns keep theirs up to half the width; other
-    text wraps at spaces down to :data:`TEXT_MIN_WIDTH` (a word is folded only beyond :data:`WORD_MAX_WIDTH`).
+    Numbers keep their full width; text and headers wrap at spaces and name separators down to their longest
+    piece (at most :data:`WORD_MAX_WIDTH`; prose — text with spaces — not below :data:`TEXT_MIN_WIDTH`); the spare
+    width makes columns whole — the key columns first, then the cheapest — and the rest goes to the columns
+    furthest below their natural width.
     """
     n = len(columns)
     data_w = [max((cell_len(r[i]) for r in cells), default=0) for i in range(n)]
     natural = [max(data_w[i], cell_len(columns[i].title)) for i in range(n)]
     if sum(natural) + _borders(n) <= width:
-        return natural, False
-    heads = [_header(c, True) for c in columns]
-    natural = [max(data_w[i], cell_len(heads[i])) for i in range(n)]
+        return natural
     mins = []
     for i, col in enumerate(columns):
-        head = _longest_word(heads[i])
+        head = _longest_piece(col.title)
         if col.numeric:
             mins.append(max(data_w[i], head))
-        elif i < keys:
-            mins.append(max(min(data_w[i], max(width // 2, TEXT_MIN_WIDTH)), head, 1))
-        else:
-            word = max((_longest_word(r[i]) for r in cells), default=0)
-            mins.append(max(min(data_w[i], TEXT_MIN_WIDTH), min(word, WORD_MAX_WIDTH), head, 1))
+        else:  # prose (with spaces) keeps a readable width; names go down to their longest piece
+            piece = max((_longest_piece(r[i]) for r in cells), default=0)
+            prose = min(data_w[i], TEXT_MIN_WIDTH) if any(" " in r[i] for r in cells) else 0
+            mins.append(max(prose, min(piece, WORD_MAX_WIDTH), head, 1))
     spare = width - _borders(n) - sum(mins)
     if spare < 0:
         return None
     widths = list(mins)
-    while spare > 0:  # one character at a time to the column furthest below its natural width
+    # whole columns first: the keys (they name the row), then the cheapest; a column that cannot be made whole
+    # gets what is left below
+    for i in sorted(range(n), key=lambda k: (k >= keys, natural[k] - widths[k])):
+        gap = natural[i] - widths[i]
+        if 0 < gap <= spare:
+            widths[i] += gap
+            spare -= gap
+    while spare > 0:  # the rest one character at a time to the column furthest below its natural width
         gaps = [natural[i] - widths[i] for i in range(n)]
         i = max(range(n), key=lambda k: gaps[k])
         if gaps[i] <= 0:
             break
         widths[i] += 1
         spare -= 1
-    return widths, True
+    return widths
 
 
 def _groups(
     table: Table, cells: Sequence[Sequence[str]], width: int
-) -> list[tuple[list[int], list[int], bool]] | None:
+) -> list[tuple[list[int], list[int]]] | None:
     """Column index groups that each fit ``width`` (key columns repeated) with their widths, or None if not even
     one value column fits beside the keys."""
     n = len(table.columns)
     keys = list(range(min(table.key_columns, n - 1)))
     rest = [i for i in range(n) if i not in keys]
-    groups: list[tuple[list[int], list[int], bool]] = []
+    groups: list[tuple[list[int], list[int]]] = []
     current: list[int] = []
-    fitted: tuple[list[int], bool] | None = None
+    fitted: list[int] | None = None
     for i in rest:
         trial = [*keys, *current, i]
         cols = [table.columns[k] for k in trial]
@@ -106,7 +170,7 @@ def _groups(
         if fit is None:
             if fitted is None:
                 return None
-            groups.append(([*keys, *current], *fitted))
+            groups.append(([*keys, *current], fitted))
             current, fitted = [i], None
             trial = [*keys, i]
             fit = _fit(
@@ -118,7 +182,7 @@ def _groups(
             current.append(i)
         fitted = fit
     if current and fitted is not None:
-        groups.append(([*keys, *current], *fitted))
+        groups.append(([*keys, *current], fitted))
     return groups
 
 
@@ -151,24 +215,25 @@ class TerminalRenderer(Renderer):
 
     def print_table(self, table: Table) -> None:
         con = self.console
+        width = con.width
         if not table.rows:
             con.print(Text(f"{table.title}: {table.empty}", style="dim"))
         else:
             # a line of its own: a title inside a table wraps badly
-            con.print(Text(table.title, style="bold"))
+            for line in title_lines(table.title, width):
+                con.print(Text(line, style="bold"), no_wrap=True, overflow="fold")
             cells = table.cells()
-            width = con.width
             fit = _fit(table.columns, cells, width, table.key_columns)
             if fit is not None:
-                con.print(_rich_table(table.columns, cells, *fit))
+                con.print(_rich_table(table.columns, cells, fit))
             else:
                 groups = _groups(table, cells, width)
                 if groups is None:
                     self._records(table, cells)
                 else:
-                    for idx, widths, short in groups:
+                    for idx, widths in groups:
                         cols = [table.columns[i] for i in idx]
-                        con.print(_rich_table(cols, [[r[i] for i in idx] for r in cells], widths, short))
+                        con.print(_rich_table(cols, [[r[i] for i in idx] for r in cells], widths))
         for note in table.notes:
             con.print(f"[yellow]note:[/] {escape(note)}")
 
@@ -185,19 +250,18 @@ class TerminalRenderer(Renderer):
                     self.console.print(Text(f"    {value}"))
 
 
-def _rich_table(
-    columns: Sequence[Column], cells: Sequence[Sequence[str]], widths: list[int], short: bool
-) -> Any:
+def _rich_table(columns: Sequence[Column], cells: Sequence[Sequence[str]], widths: list[int]) -> Any:
     out = RichTable(header_style="bold", show_lines=False)
     for col, w in zip(columns, widths, strict=True):
         out.add_column(
-            _header(col, short),
+            Text("\n".join(wrap(col.title, w))),
             justify="right" if col.numeric else "left",
             width=w,
+            no_wrap=True,
             overflow="fold",
         )
     for row in cells:
-        out.add_row(*(Text(v) for v in row))
+        out.add_row(*(Text("\n".join(wrap(v, w))) for v, w in zip(row, widths, strict=True)))
     return out
 
 

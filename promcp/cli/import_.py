@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.markup import escape
 from rich.progress import TaskID
-from rich.table import Table
 
 from promcp.cli._common import add_content_options, progress, stderr, stdout
 from promcp.collectors import ImportSummary
@@ -65,6 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     targets = _targets(args)
     if not targets:
         return 1
+    targets, passed_over = _expand_folders(targets)
     with progress(bytes_mode=True, disable=True if args.quiet else None) as bar:
         for path, fmt in targets:
             total = _size(path)
@@ -95,8 +96,9 @@ def _run(args: argparse.Namespace) -> int:
             bar.update(task_id, completed=total)
     if summaries and not args.quiet:  # --quiet: nothing on stdout, errors and the exit status only
         _print_summary(summaries)
-        for path, _fmt in targets:
-            _note_unread(path)
+    if not args.quiet:
+        for line in passed_over:
+            stdout().print(line, highlight=False, soft_wrap=True, markup=False)
     for line in refused:
         stderr().print(f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True)
     if refused:
@@ -112,21 +114,45 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if done or not any(s.problems.items for s in summaries) else 1
 
 
-def _note_unread(path: Path) -> None:
-    """A folder import reads Claude Code sessions (``*.jsonl``): say which other exports it left alone."""
-    if not path.is_dir():
-        return
-    others = sorted(p for p in path.rglob("*.json") if p.is_file())
-    if others:
-        names = ", ".join(p.name for p in others[:5]) + (
-            f" and {len(others) - 5} more" if len(others) > 5 else ""
-        )
-        stdout().print(
-            f"note: {path}: a folder import reads Claude Code sessions (*.jsonl); {len(others)} .json file(s) not "
-            f"read: {names} — name them to import them (promcp import {path}/*.json)",
-            highlight=False,
-            soft_wrap=True,
-        )
+def _expand_folders(
+    targets: list[tuple[Path, str | None]],
+) -> tuple[list[tuple[Path, str | None]], list[str]]:
+    """A folder holds Claude Code sessions (its ``*.jsonl``, imported as one input) and may hold other exports
+    (Claude.ai or ChatGPT ``.json`` files, …): each of those becomes an input of its own, detected as a file is.
+    A file in it that is no export promcp reads is named with the reason (second value); a folder holding no
+    export at all stays an input, so its error is the folder's. ``--format`` given: the folder is read as that."""
+    from promcp.collectors._detect import detect_format, folder_format
+    from promcp.collectors._formats import FORMATS
+
+    out: list[tuple[Path, str | None]] = []
+    notes: list[str] = []
+    for path, fmt in targets:
+        if fmt is not None or not path.is_dir():
+            out.append((path, fmt))
+            continue
+        sessions = folder_format(path)
+        suffixes = FORMATS[sessions].folder_suffixes if sessions else ()
+        files, skipped = [], []
+        for file in sorted(p for p in path.rglob("*") if p.is_file()):
+            if file.name.startswith(".") or file.name.endswith(suffixes):
+                continue
+            try:
+                files.append((file, detect_format(file)))
+            except PromcpError as exc:
+                skipped.append(f"{file.relative_to(path)} ({_reason(exc)})")
+        if sessions or not files:
+            out.append((path, None))
+        out += files
+        if skipped:
+            notes.append(f"note: {path}: {len(skipped)} file(s) not imported: " + "; ".join(skipped))
+    return out, notes
+
+
+def _reason(exc: PromcpError) -> str:
+    """The why of a file's detection error, without the file name it starts with or the --format advice."""
+    text = " ".join(str(exc).split())
+    text = text.split(": ", 1)[1] if ": " in text else text
+    return text.split("; force one with")[0]
 
 
 def _print_summary(summaries: list[ImportSummary]) -> None:
@@ -135,7 +161,7 @@ def _print_summary(summaries: list[ImportSummary]) -> None:
             stderr().print(
                 f"[yellow]problem:[/] {escape(str(problem))}", markup=True, highlight=False, soft_wrap=True
             )
-    stdout().print(_table(summaries))
+    _print_table(summaries)
     out = stdout()
     for line in _reasons(summaries):
         out.print(line, highlight=False, soft_wrap=True)
@@ -205,23 +231,34 @@ def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def _table(summaries: list[ImportSummary]) -> Table:
-    table = Table(title="promcp import", title_justify="left")
-    for col in ("input", "format", "MB", "imported", "skipped", "tasks", "events"):
-        table.add_column(col, justify="left" if col in ("input", "format") else "right", overflow="fold")
-    for s in summaries:
-        table.add_row(
-            s.path.name,
-            s.format,
-            f"{s.bytes / 1e6:.2f}",
-            str(s.imported),
-            str(
-                s.skipped + len(s.duplicates) + s.unchanged
-            ),  # a file imported before or unchanged: skipped whole (note below)
-            str(s.tasks),
-            str(s.events),
-        )
-    return table
+def _print_table(summaries: list[ImportSummary]) -> None:
+    """The summary through the terminal renderer: at any width a file name breaks only after its separators."""
+    from promcp.analysis.views import Column, Document, Table, get_renderer
+
+    cols = [
+        Column("input"),
+        Column("format"),
+        Column("mb", "MB", "number", 2),
+        Column("imported", kind="number"),
+        Column("skipped", kind="number"),
+        Column("tasks", kind="number"),
+        Column("events", kind="number"),
+    ]
+    rows = [
+        {
+            "input": s.path.name,
+            "format": s.format,
+            "mb": s.bytes / 1e6,
+            "imported": s.imported,
+            # a file imported before or unchanged: skipped whole (note below)
+            "skipped": s.skipped + len(s.duplicates) + s.unchanged,
+            "tasks": s.tasks,
+            "events": s.events,
+        }
+        for s in summaries
+    ]
+    doc = Document("", tables=[Table("import", "promcp import", cols, rows)])
+    get_renderer("table", console=stdout()).write(doc, sys.stdout)
 
 
 def _reasons(summaries: list[ImportSummary]) -> list[str]:

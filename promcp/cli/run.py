@@ -250,6 +250,19 @@ def _tasks_table(result: Any) -> Any:
     return Table("tasks", "tasks", cols, rows)
 
 
+def _wall_s(result: Any, path: Path | None) -> float:
+    """The run's wall time as every report counts it (first event start to last event end), not this process's
+    (which also waits for the servers to stop); the process's when the run left no events."""
+    if path is not None:
+        from promcp.analysis.tables import wall_ms
+
+        with contextlib.suppress(Exception):  # the summary line must not fail on its figure
+            ms = wall_ms(path)
+            if ms is not None:
+                return ms / 1000
+    return float(result.wall_s)
+
+
 def _summary(result: Any, path: Path | None) -> int:
     """The tasks (with the reason of every failure), then the phase tables of the run and their notes."""
     import sys
@@ -271,7 +284,7 @@ def _summary(result: Any, path: Path | None) -> int:
             renderer.write(doc, sys.stdout)
     overheads = [r.overhead_ms / max(r.rounds, 1) for r in result.tasks if r.rounds]
     answered = sum(r.status == "ok" for r in result.tasks)
-    line = f"{answered}/{len(result.tasks)} tasks answered in {result.wall_s:.1f} s"
+    line = f"{answered}/{len(result.tasks)} tasks answered in {_wall_s(result, path):.1f} s"
     if overheads:
         line += f"; harness overhead per round (median) {statistics.median(overheads):.1f} ms"
     con.print(line, highlight=False, soft_wrap=True)

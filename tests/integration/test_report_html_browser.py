@@ -2,11 +2,13 @@
 network off. No console error, no request but the page itself, the first task's waterfall has one bar per event,
 hover shows how each number was measured, and datasets from every source — a promcp run (examples/default-run), an
 instrumented host against a real MCP server, imported exports — render; empty and untimed datasets say so instead
-of drawing a broken chart. Screenshots of every section land in $PROMCP_SCREENSHOTS (default: the test's tmp dir).
+of drawing a broken chart. Screenshots of every section land in $PROMCP_SCREENSHOTS (default: the test's tmp dir,
+beside its datasets, never inside one).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -39,8 +41,8 @@ def _chromium() -> None:
 
 
 def _shots(tmp_path: Path, name: str) -> Path:
-    root = Path(os.environ.get("PROMCP_SCREENSHOTS") or tmp_path)
-    out = root / name
+    root = Path(os.environ.get("PROMCP_SCREENSHOTS") or tmp_path / "screenshots")
+    out = root / name  # never inside a dataset: its root holds only Parquet
     out.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -63,6 +65,13 @@ def _screenshot_sections(s: Session, out: Path) -> list[Path]:
         assert path.stat().st_size > 5_000, path  # a picture, not a blank strip
         paths.append(path)
     return paths
+
+
+def _axis_max(s: Session, chart: str, title: str) -> float:
+    """The largest tick label of the chart's axis titled ``title``."""
+    axis = s.page.locator(f"{chart} g.role-axis", has=s.page.locator("g.role-axis-title", has_text=title))
+    labels = axis.locator("g.role-axis-label text").all_text_contents()
+    return max(float(t.replace(",", "")) for t in labels if t)
 
 
 def _first_task_events(dataset: Path) -> tuple[str, int]:
@@ -94,7 +103,17 @@ def test_example_report(tmp_path: Path) -> None:
         s.page.mouse.move(0, 0)
         # the other charts are drawn, with the dataset's numbers
         assert s.page.locator("#chart-context svg").count() == 1
-        assert "context window 8,192" in (s.page.locator("#chart-context").text_content() or "")
+        # the context-fill axis fits the calls (491 and 589 tokens), the 8,192-token window is a marker above it
+        assert _axis_max(s, "#chart-context", "input tokens") < 1_000
+        marker = s.page.locator("#chart-context text", has_text="above this axis").text_content() or ""
+        assert "context window 8,192 tokens" in marker and "7.2 %" in marker
+        s.page.check("#ctx-whole")  # asked for: the axis runs up to the window, drawn as a dashed line
+        s.page.wait_for_function(
+            "[...document.querySelectorAll('#chart-context text')].some(t => t.textContent === 'context window 8,192')"
+        )
+        assert _axis_max(s, "#chart-context", "input tokens") >= 8_192
+        s.page.uncheck("#ctx-whole")
+        s.page.wait_for_selector("#chart-context text:has-text('above this axis')")
         schemas = embedded(page)["schemas"]
         never = sum(not r[schemas["columns"].index("called")] for r in schemas["data"])
         assert (
@@ -201,3 +220,30 @@ def test_empty_and_untimed_datasets_say_so(tmp_path: Path) -> None:
         assert s.page.locator("#task-events tbody tr").count() > 0  # its events are still listed, with tokens
         assert s.page.locator("#chart-context svg").count() == 1  # tokens need no clock
         _screenshot_sections(s, _shots(tmp_path, "untimed"))
+
+
+def test_whatif_scaling_axes_end_with_the_data_and_full_stays_visible(tmp_path: Path) -> None:
+    """A saved what-if whose curve stops at 50 tools, with dedup saving nothing (the same points as full)."""
+    ds = write_dataset(tmp_path / "ds", untimed_events(2))
+    rows = [
+        {"n_tools": n, "strategy": strategy, "tokens_per_turn": tokens}
+        for n in (5, 10, 20, 35, 50)
+        for strategy, tokens in (("full", 90.0 * n), ("dedup", 90.0 * n), ("topk", 270.0))
+    ]
+    summary = [{"strategy": "full", "tokens_per_turn": 4_500.0, "reduction_pct": 0.0, "recall_pct": 100.0}]
+    saved = {"mode": "catalog", "source": "cat.json", "k": 3, "scorer": "bm25", "tokenizer": "cl100k_base",
+             "notes": [], "tables": {"summary": summary, "scaling": rows}}  # fmt: skip
+    (ds / "_whatif.json").write_text(json.dumps(saved))
+    page = write_html(ds, tmp_path / "whatif.html")
+    with open_page(page) as s:
+        _ready(s)
+        _clean(s, page)
+        chart = "#chart-whatif-scaling"
+        assert _axis_max(s, chart, "tools in the catalog") == 50  # not 100: the axis ends where the data ends
+        assert _axis_max(s, chart, "tokens per turn") <= 4_500
+        # full is its own wide line under dedup's (same points), named at its end
+        lines = s.page.locator(f"{chart} g.mark-line path")
+        widths = sorted(float(lines.nth(i).get_attribute("stroke-width") or 0) for i in range(lines.count()))
+        assert lines.count() == 3 and widths[-1] > 3 * widths[0]
+        assert s.page.locator(f"{chart} text", has_text="full (no strategy)").count() == 1
+        s.page.locator(chart).screenshot(path=str(_shots(tmp_path, "whatif") / "scaling.png"))

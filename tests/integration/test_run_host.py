@@ -40,8 +40,8 @@ def backend() -> Any:
         pytest.skip(f"embedded model unavailable: {exc}")
 
 
-def _run(bench_path: Path, out: Path, backend: Any, tasks: list[str] | None = None) -> tuple[RunResult, Path]:
-    ws = out / "ws"
+def _run(bench_path: Path, tmp: Path, backend: Any, tasks: list[str] | None = None) -> tuple[RunResult, Path]:
+    out, ws = tmp / "data", tmp / "ws"  # the workspace and the logs beside the dataset: it holds only Parquet
     bench = config.load(bench_path, workspace=ws)
     prepare_workspace(bench, ws)
     with Recorder(out, topology="l-cust", benchmark=bench.name, fsync="never") as rec:
@@ -52,7 +52,7 @@ def _run(bench_path: Path, out: Path, backend: Any, tasks: list[str] | None = No
                 recorder=rec,
                 backend=backend,
                 workspace=ws,
-                log_dir=out / "logs",
+                log_dir=tmp / "logs",
                 tool_choice=bench.tool_choice,
             )
         )

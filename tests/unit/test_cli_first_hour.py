@@ -45,15 +45,46 @@ def test_a_mixed_import_imports_what_is_valid_and_names_the_rest(
     assert [c.strip() for c in row.split("│")[4:6]] == ["0", "1"]  # imported 0, skipped 1
 
 
-def test_a_folder_import_names_the_exports_it_does_not_read(
+def test_a_folder_import_imports_its_other_exports_and_names_what_it_skips(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A folder of Claude Code sessions beside Claude.ai .json exports (as ../shared/data/exports is): the
+    sessions are one input, every .json export one more, and a file that is no export is named with why."""
     folder = tmp_path / "exports"
     shutil.copytree(EXPORTS / "claude-code-project", folder)
     shutil.copy(EXPORTS / "claude-ai-cases.json", folder)
-    main(["import", str(folder), "--out", str(tmp_path / "ds")])
-    out = capsys.readouterr().out
-    assert "1 .json file(s) not read: claude-ai-cases.json" in out
+    (folder / "stream.sse.txt").write_text("event: ping\ndata: {}\n\n")
+    out = tmp_path / "ds"
+    assert (
+        main(["import", str(folder), "--out", str(out), "--format", "claude-code"]) == 0
+    )  # forced: as before
+    assert "claude-ai-cases.json" not in capsys.readouterr().out
+    assert main(["import", str(folder), "--out", str(tmp_path / "ds2")]) == 0
+    got = capsys.readouterr().out
+    rows: list[list[str]] = []  # a wrapped name continues on the next lines, its numbers empty
+    for line in got.splitlines():
+        if line.startswith("│"):
+            cells = [c.strip() for c in line.split("│")[1:-1]]
+            if cells[2]:  # MB: a number, never wrapped
+                rows.append(cells)
+            else:
+                rows[-1] = [a + b for a, b in zip(rows[-1], cells, strict=True)]
+    assert sorted((r[0], r[1]) for r in rows) == [
+        ("claude-ai-cases.json", "claude-ai"),
+        ("exports", "claude-code"),
+    ]
+    assert "1 file(s) not imported: stream.sse.txt (not a known export" in got
+    import promcp.analysis as pa
+
+    both = pa.load(tmp_path / "ds2")
+    assert (
+        main(["import", str(EXPORTS / "claude-ai-cases.json"), "--out", str(tmp_path / "one"), "--quiet"])
+        == 0
+    )
+    alone = pa.load(tmp_path / "one")
+    from_folder = both[both["source"].astype(str) == "import:claude-ai"]
+    assert len(from_folder) == len(alone) > 0  # the .json export imported whole, as when named
+    assert (both["source"].astype(str) == "import:claude-code").any()
 
 
 def test_a_mistyped_option_prints_the_commands_usage(capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,3 +117,10 @@ def test_the_base_url_hint_names_the_clients_variable() -> None:
     assert (
         base_url_hint("https://api.openai.com/v1", "http://x", "openai") == "export OPENAI_BASE_URL=http://x"
     )
+
+
+def test_an_unknown_task_lists_the_tasks_that_exist(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(REPO / "examples" / "default-run"), "--task", "calc-mu"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no task calc-mu" in err
+    assert "tasks: calc-mul, dates-sse-between, everything-http-sum, multi-days-hours, time-tokyo" in err

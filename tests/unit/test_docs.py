@@ -236,6 +236,8 @@ def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         "COLUMNS": COLUMNS,
         "HOME": str(cwd),
         "LANG": "C.UTF-8",
+        # the code under test, not whatever the venv's editable install points at
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
     }
     if argv[0] == "python":
         argv[0] = sys.executable

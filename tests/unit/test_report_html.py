@@ -124,6 +124,30 @@ def test_page_numbers_equal_report_json(example_page: tuple[Path, subprocess.Com
     assert data["header"]["dataset"] == EXAMPLE and data["whatif"] is None
 
 
+def test_runs_table_wall_time_is_the_run_summary_line_s(
+    example_page: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """One rule for a run's wall time (first event start to last event end): the page's Runs table and the line
+    `promcp run` prints agree, and both equal the events' own span counted by hand."""
+    from types import SimpleNamespace
+
+    from promcp.cli.run import _wall_s
+
+    out, _ = example_page
+    runs = _frame(embedded(out)["runs"])
+    df = pa.load(EXAMPLE)
+    by_hand = (df["t_end_ns"].max() - df["t_start_ns"].min()) / 1e9
+    assert len(runs) == 1 and runs["wall_s"].iloc[0] == pytest.approx(by_hand)
+    (events,) = (REPO / EXAMPLE).glob("topology=*/run_id=*/events.parquet")
+    process = SimpleNamespace(wall_s=32.3)  # what the process measured, stopping the servers included
+    assert _wall_s(process, events) == pytest.approx(by_hand) and f"{by_hand:.1f}" == "27.3"
+    assert _wall_s(process, None) == 32.3  # no events: the process's own figure
+    parser = _Tables()
+    parser.feed(out.read_text(encoding="utf-8"))
+    table = next(rows for title, rows in parser.tables.items() if title.lower().startswith("runs"))
+    assert table[1][table[0].index("wall s")] == "27.3"
+
+
 def _frame(table: dict[str, list]) -> pd.DataFrame:
     return pd.DataFrame(table["data"], columns=table["columns"])
 

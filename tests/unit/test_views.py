@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 
+import msgspec
 import pandas as pd
 import pytest
 from rich.cells import cell_len
@@ -36,6 +38,8 @@ from tests import synth
 from tests.conftest import REPO, write_dataset
 
 EXAMPLE = REPO / "examples" / "default-run"
+#: The pieces a terminal line may break between: words, split after the separators of names (``convert_``).
+NAME_PIECES = re.compile(r"[^\s\-_/:.,]*[\-_/:.,]+|[^\s\-_/:.,]+")
 
 
 def _console(width: int) -> Console:
@@ -87,9 +91,14 @@ def test_no_cell_is_ever_cut(documents: list[Document], width: int) -> None:
                 for col, cell in zip(table.columns, row, strict=True):
                     if col.numeric:
                         assert cell in text, (doc.title, table.title, col.key, cell, width)
-                    else:  # text wraps at spaces; only a word longer than WORD_MAX_WIDTH may fold
-                        for word in cell.split():
+                    else:  # text wraps at spaces and after name separators; only a longer piece may fold
+                        for word in NAME_PIECES.findall(cell):
                             assert word in text or cell_len(word) > WORD_MAX_WIDTH, (table.title, word, width)
+        for table in doc.tables:  # titles: broken at their separators, spaces or name separators only
+            if table.rows:
+                assert table.title in text or width < cell_len(table.title)
+                for word in NAME_PIECES.findall(table.title):
+                    assert word in text, (table.title, word, width)
 
 
 def test_narrow_report_keeps_the_numbers_the_issue_saw_cut() -> None:
@@ -253,3 +262,63 @@ def test_bench_help_is_plain_and_wrapped() -> None:
     )
     assert "``" not in out.stdout
     assert max(len(line) for line in out.stdout.splitlines()) <= 60
+
+
+def test_eighty_columns_one_resend_table_whole_names_and_clear_headers(tmp_path: Path) -> None:
+    """At 80 columns: the re-send table stays one table (it was split into three, each repeating origin/server/
+    tool), names break only after their separators, titles fit their lines, and headers are whole words."""
+    long_id = "session-4c2ddfdc-1b2a-4e8f-9c3d-5a6b7c8d9e0f/prompt-0123456789abcdef-0123456789abcd"
+    events = [
+        msgspec.structs.replace(e, task_id=long_id) if e.task_id == "t000000" else e
+        for e in synth.events(4, seed=5, topologies=(synth.Topology.L_CUST,))
+    ]
+    ds = write_dataset(tmp_path / "ds", events)
+    docs = [
+        report_document(pa.report(EXAMPLE, sections=["init", "resend", "tasks"])),
+        report_document(pa.report(ds, sections=["tasks", "errors"])),
+    ]
+    for doc in docs:
+        con = _console(80)
+        get_renderer("table", console=con).write(doc, sys.stdout)
+        text = con.file.getvalue()  # type: ignore[attr-defined]
+        lines = text.splitlines()
+        assert all(cell_len(line) <= 80 for line in lines)
+        for cryptic in ("lat ms", "tool err", "schema tok", "schema B", "init ms"):
+            assert not re.search(rf"┃ *{cryptic} *┃", text), cryptic
+        for table in doc.tables:  # every header is its whole words (wrapped), never an abbreviation
+            for col in table.columns if table.rows else ():
+                assert all(piece in text for piece in NAME_PIECES.findall(col.title)), col.title
+        for table in doc.tables:
+            if table.name == "resend":
+                start = lines.index(table.title) + 1
+                end = next(i for i in range(start, len(lines)) if lines[i][:1] not in "┏┃┡│└")
+                block = lines[start:end]
+                assert sum(line.startswith("┏") for line in block) == 1, "\n".join(block)  # not split
+                assert sum("origin" in line for line in block) == 1
+            for row in table.cells():
+                for col, cell in zip(table.columns, row, strict=True):
+                    if not col.numeric:  # every piece whole on one line (none of these is over 20 cells)
+                        for piece in NAME_PIECES.findall(cell):
+                            assert piece in text, (table.title, piece)
+            if table.rows:  # the title: whole, or broken at its own " — " / " [" separators
+                head = re.split(r" — | \[", table.title)[0]
+                assert table.title in lines or head in lines, table.title
+    assert long_id not in text and "session-" in text and "prompt-" in text  # wrapped after its hyphens
+
+
+def test_wrap_breaks_names_only_after_separators() -> None:
+    from promcp.analysis.views.terminal import title_lines, wrap
+
+    assert wrap("medcalc:creatinine_clearance", 12) == ["medcalc:", "creatinine_", "clearance"]
+    assert wrap("trigger-long-running-operation", 16) == ["trigger-long-", "running-", "operation"]
+    assert wrap("two words here", 9) == ["two words", "here"]
+    assert wrap("a" * 30, 25) == ["a" * 25, "a" * 5]  # only a piece over WORD_MAX_WIDTH is folded
+    title = (
+        "Session initialization per server and transport — schema tokens under "
+        "gguf:SmolLM2-135M-Instruct.Q4_1.gguf [topology: l-cust]"
+    )
+    assert title_lines(title, 80) == [
+        "Session initialization per server and transport",
+        "— schema tokens under gguf:SmolLM2-135M-Instruct.Q4_1.gguf [topology: l-cust]",
+    ]
+    assert title_lines("short", 80) == ["short"]

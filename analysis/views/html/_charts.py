@@ -139,15 +139,19 @@ def _label_expr(domain: tuple[str, ...], titles: tuple[str, ...]) -> str:
 
 
 def context_fill() -> dict[str, Any]:
-    """One task: each LLM call's input stacked by origin (and by cache state, where known) under the window."""
+    """One task: each LLM call's input stacked by origin (and by cache state, where known), its axis fitted to the
+    calls (``ymax``, set by the page). The window is a dashed line when it is on that axis (the page puts it there
+    when a call fills half of it, or when asked); otherwise a marker at the top says where it is."""
+    ymax = alt.param(name="ymax", value=1.0)
     parts = alt.Chart(alt.NamedData("calls"))
     calls = alt.Chart(alt.NamedData("windows"))
     x = alt.X("call:N", sort=alt.EncodingSortField("i", op="min", order="ascending"), title="LLM call of the task",
               axis=alt.Axis(labelAngle=0), scale=alt.Scale(paddingInner=0.35, paddingOuter=0.2))  # fmt: skip
+    y_scale = alt.Scale(domainMin=0, domainMax=alt.ExprRef(expr="ymax"), nice=False)
     bars = parts.mark_bar().encode(
         x=x,
         xOffset=alt.XOffset("kind:N", sort=["by origin", "cache"], title=None),
-        y=alt.Y("tokens:Q", stack="zero", title="input tokens", axis=alt.Axis(format=",d")),
+        y=alt.Y("tokens:Q", stack="zero", title="input tokens", axis=alt.Axis(format=",d"), scale=y_scale),
         color=alt.Color(
             "part:N",
             scale=alt.Scale(domain=list(PARTS), range=list(PART_COLORS)),
@@ -166,7 +170,7 @@ def context_fill() -> dict[str, Any]:
     )
     window = (
         calls.transform_filter("isValid(datum.context_window)")
-        .mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2)
+        .mark_rule(color="#d62728", strokeDash=[6, 4], strokeWidth=2, clip=True)
         .encode(
             y="max(context_window):Q", tooltip=[alt.Tooltip("max(context_window):Q", title="context window")]
         )
@@ -180,12 +184,27 @@ def context_fill() -> dict[str, Any]:
         .encode(x=alt.value(0), y="window:Q", text="text:N")
         .properties(name="window_label")
     )
+    window_marker = (  # the window far above the calls: named at the top instead of squashing every bar
+        calls.transform_filter("isValid(datum.context_window)")
+        .transform_aggregate(window="max(context_window)", largest="max(tokens_in)")
+        .transform_calculate(
+            text="'▲ context window ' + format(datum.window, ',d') + ' tokens, above this axis (the largest "
+            "call fills ' + format(100 * datum.largest / datum.window, '.1f') + ' % of it)'"
+        )
+        .mark_text(align="left", baseline="top", dx=4, dy=2, color="#d62728", fontSize=11)
+        .encode(x=alt.value(0), y=alt.value(0), text="text:N")
+        .properties(name="window_marker")
+    )
     overflow = (
         calls.mark_text(dy=-18, fontSize=11, fontWeight="bold", color="#d62728")
         .encode(x=x, y="tokens_in:Q", text="flag:N")
         .transform_calculate(flag="datum.overflow ? 'overflow — not sent' : ''")
     )
-    chart = alt.layer(bars, totals, window, window_label, overflow).properties(width=600, height=280)
+    chart = (
+        alt.layer(bars, totals, window, window_label, window_marker, overflow)
+        .add_params(ymax)
+        .properties(width=600, height=280)
+    )
     return _finish(chart)
 
 
@@ -383,25 +402,41 @@ def whatif_recall() -> dict[str, Any]:
 
 
 def whatif_scaling() -> dict[str, Any]:
-    """Tokens per turn as the tool catalog grows, per strategy (log–log)."""
-    chart = (
-        alt.Chart(alt.NamedData("scaling"))
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("n_tools:Q", scale=alt.Scale(type="log"), title="tools in the catalog"),
-            y=alt.Y(
-                "tokens_per_turn:Q", scale=alt.Scale(type="log"), title="tool-definition tokens per turn"
-            ),
-            color=alt.Color("strategy:N", title="strategy", scale=alt.Scale(scheme="tableau10")),
-            tooltip=[
-                alt.Tooltip("strategy:N"),
-                alt.Tooltip("n_tools:Q", title="tools"),
-                alt.Tooltip("tokens_per_turn:Q", title="tokens per turn", format=",.0f"),
-            ],
-        )
-        .properties(width="container", height=260)
+    """Tokens per turn as the tool catalog grows, per strategy (log–log). The axes end where the data ends; the
+    baseline (``full``) is a wide grey line under the others, named at its end, so a strategy that saves nothing
+    (``dedup`` on a catalog without shared ``$ref``s) is drawn on top of it instead of hiding it."""
+    base = alt.Chart(alt.NamedData("scaling"))
+    x = alt.X("n_tools:Q", scale=alt.Scale(type="log", nice=False, zero=False), title="tools in the catalog",
+              axis=alt.Axis(format=",d"))  # fmt: skip
+    y = alt.Y("tokens_per_turn:Q", scale=alt.Scale(type="log", nice=False, zero=False),
+              title="tool-definition tokens per turn", axis=alt.Axis(format=",d"))  # fmt: skip
+    color = alt.Color("strategy:N", title="strategy", scale=alt.Scale(scheme="tableau10"))
+    tooltip = [
+        alt.Tooltip("strategy:N"),
+        alt.Tooltip("n_tools:Q", title="tools"),
+        alt.Tooltip("tokens_per_turn:Q", title="tokens per turn", format=",.0f"),
+    ]
+    recorded = base.transform_filter("datum.strategy === 'full'")
+    full = (
+        recorded.mark_line(strokeWidth=8, color="#9e9e9e", opacity=0.5, strokeCap="round")
+        .encode(x=x, y=y, tooltip=tooltip)
+        .properties(name="full")
     )
-    return _finish(chart)
+    full_label = (  # the baseline has no colour of the legend's: it is named at its right end
+        recorded.transform_joinaggregate(last="max(n_tools)")
+        .transform_filter("datum.n_tools === datum.last")
+        .mark_text(align="right", baseline="bottom", dx=-2, dy=-8, color="#666", fontSize=11)
+        .encode(x=x, y=y, text=alt.value("full (no strategy)"))
+        .properties(name="full_label")
+    )
+    others = (
+        base.transform_filter("datum.strategy !== 'full'")
+        .mark_line(point=True, strokeWidth=2)
+        .encode(x=x, y=y, color=color, tooltip=tooltip)
+        .properties(name="strategies")
+    )
+    chart = alt.layer(full, full_label, others).properties(width="container", height=260)
+    return _finish(chart, fit_x=True)
 
 
 @functools.cache

@@ -24,7 +24,7 @@ import pyarrow as pa
 from promcp import __version__
 from promcp.analysis.engine import TASK_EVENT_SQL, Events, ParquetEvents, as_arrow, outcomes, select
 from promcp.analysis.report import DEFAULT_SECTIONS, Report, report
-from promcp.analysis.tables import PHASES
+from promcp.analysis.tables import PHASES, WALL_MS_SQL
 from promcp.analysis.views.base import MISSING, Document
 from promcp.analysis.views.html._frames import jsonable, query
 from promcp.analysis.views.html._schemas import schema_weight
@@ -128,7 +128,7 @@ def _runs(events: Events) -> pd.DataFrame:
                   string_agg(DISTINCT CAST(model AS VARCHAR), ', ') AS models,
                   count(*) AS events, count(DISTINCT task_id) FILTER (WHERE {TASK_EVENT_SQL}) AS tasks,
                   sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out,
-                  (max(t_end_ns) - min(t_start_ns)) / 1e9 AS wall_s
+                  {WALL_MS_SQL} / 1e3 AS wall_s
            FROM ev GROUP BY 1 ORDER BY 1""",
     )
 

@@ -40,7 +40,8 @@ SECTION_TEXT = {
     "the same for every bar.",
     "context": "Every LLM call of the selected task: its input tokens stacked by origin — the tool schemas are the "
     "red part; for an import, the light red <em>unobserved</em> part is what the export could not show (the "
-    "client's system prompt and tool definitions) — against the model's context window (dashed line). Calls that "
+    "client's system prompt and tool definitions). The axis fits the calls: the model's context window is a dashed "
+    "line on it when a call fills half of it, otherwise a marker at the top names it. Calls that "
     "did not fit are marked overflow; where the provider reported prompt caching, a second bar splits the same "
     "input into cache read, cache write and uncached.",
     "schemas": "What each server's tool list weighs: schema tokens of one listing, and what the schemas cost over "
@@ -250,8 +251,8 @@ def render(page: PageData) -> str:
 </section>
 <section id="context"><h2>Context fill</h2><p class="lead">{SECTION_TEXT["context"]}</p>
 <p class="taskfacts" id="context-facts"></p>
-<label class="taskfacts" id="ctx-zoom-label"><input type="checkbox" id="ctx-zoom"> fit the axis to the calls
-(hide the context window)</label>
+<label class="taskfacts" id="ctx-whole-label"><input type="checkbox" id="ctx-whole"> run the axis up to the
+context window</label>
 <div class="chart" id="chart-context"></div>
 </section>
 <section id="schemas"><h2>Schema weight</h2><p class="lead">{SECTION_TEXT["schemas"]}</p>

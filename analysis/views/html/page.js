@@ -126,7 +126,7 @@
     const key = taskSel.value === "" ? null : Number(taskSel.value);
     if (!T.tasks.some((t) => t.key === key)) return Promise.resolve();
     const calls = T.calls.filter((c) => c.key === key);
-    let wins = T.windows.filter((c) => c.key === key);
+    const wins = T.windows.filter((c) => c.key === key);
     const known = wins.filter((w) => w.context_window !== null);
     const largest = Math.max(0, ...wins.map((w) => w.tokens_in || 0));
     if (!wins.length) {
@@ -143,20 +143,23 @@
       (wins.some((w) => w.not_observable) ? ". Not observable for this source: " +
         [...new Set(wins.filter((w) => w.not_observable).map((w) => w.not_observable))].join("; ") +
         " (the unobserved part holds what the source could not see)" : "") + ".";
-    $("ctx-zoom-label").hidden = window === null;
-    if ($("ctx-zoom").checked) wins = wins.map((w) => Object.assign({}, w, { context_window: null }));
+    // the axis fits the calls; the window is on it when a call fills half of it (or when asked), else a marker
+    const onAxis = window !== null && (largest >= window / 2 || $("ctx-whole").checked);
+    $("ctx-whole-label").hidden = window === null || largest >= window / 2;
     const cache = wins.some((w) => w.cache_read !== null || w.cache_write !== null);
     const width = Math.min($("chart-context").clientWidth - 40, 120 + wins.length * (cache ? 150 : 90));
     const present = new Set(calls.map((c) => c.part));
     const spec = structuredClone(specs.context);
-    if (wins.every((w) => w.context_window === null)) {  // no window to draw: leave its layers out
-      spec.layer = spec.layer.filter((l) => !["window", "window_label"].includes(l.name));
-    }
+    const drop = window === null ? ["window", "window_label", "window_marker"] :
+      onAxis ? ["window_marker"] : ["window", "window_label"];
+    spec.layer = spec.layer.filter((l) => !drop.includes(l.name));
+    // room above the tallest bar for its total, an overflow flag and the window's marker
+    const ymax = Math.max(1, largest, onAxis ? window : 0) * (onAxis ? 1.12 : 1.3);
     for (const layer of spec.layer) {  // the legend names only the parts this task has
       const c = layer.encoding && layer.encoding.color;
       if (c && c.field === "part") c.legend.values = c.scale.domain.filter((p) => present.has(p));
     }
-    return embed("chart-context", spec, { calls: calls, windows: wins }, null, Math.max(width, 260));
+    return embed("chart-context", spec, { calls: calls, windows: wins }, { ymax: ymax }, Math.max(width, 260));
   }
 
   function drawSchemas() {
@@ -202,7 +205,7 @@
   fillTasks();
   runSel.addEventListener("change", () => { fillTasks(); drawTask(); drawSchemas(); });
   taskSel.addEventListener("change", () => { drawTask(); });
-  $("ctx-zoom").addEventListener("change", () => { drawContext(); });
+  $("ctx-whole").addEventListener("change", () => { drawContext(); });
   Promise.all([drawSummary(), drawTask(), drawSchemas(), drawWhatif()])
     .then(() => { document.body.dataset.ready = "1"; });
 })();
