@@ -23,12 +23,18 @@ def planted(root: Path) -> Path:
 
 
 def dataset_roots(base: Path) -> Iterator[Path]:
-    """Every directory under ``base`` that holds finalized runs (``topology=*/run_id=*/events.parquet``)."""
+    """Every directory under ``base`` that holds finalized runs: ``topology=*/run_id=*/events.parquet`` or the packs
+    ``promcp compact`` writes (``topology=*/pack-*.parquet``)."""
     seen: set[Path] = set()
-    for events in base.rglob("events.parquet"):
-        run_dir = events.parent
-        topo_dir = run_dir.parent
-        if not (run_dir.name.startswith("run_id=") and topo_dir.name.startswith("topology=")):
+    for events in [*base.rglob("events.parquet"), *base.rglob("pack-*.parquet")]:
+        if events.name == "events.parquet":
+            run_dir = events.parent
+            topo_dir = run_dir.parent
+            if not run_dir.name.startswith("run_id="):
+                continue
+        else:
+            topo_dir = events.parent
+        if not topo_dir.name.startswith("topology="):
             continue
         root = topo_dir.parent
         if root not in seen and not (root / PLANTED).exists():
