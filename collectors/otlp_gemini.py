@@ -488,6 +488,8 @@ class GeminiCliSessions:
         server = str(a.get("mcp_server_name") or "") or None
         if server:
             self.servers.setdefault(session, set()).add(server)
+            if len(self.servers) > 100_000:  # bounded like ``logged``: the oldest session's names go
+                del self.servers[next(iter(self.servers))]
         if not prompt.calls:
             return  # a tool call with no model call before it in this prompt: nothing to join it to
         name = str(a.get("function_name") or "tool")
