@@ -19,8 +19,8 @@ Grouped by ``session.id`` (a conversation) and ``prompt_id`` (a task):
 Everything else (``api_request``, ``gen_ai.client.inference.operation.details``, ``model_routing``, ``config``…) is
 counted and left out. The log events hold no system instruction and no tool declarations.
 
-**Spans** (:meth:`GeminiCliSessions.add_span`; what 0.61.0 sends, service ``gemini-cli``, every span a CLIENT span
-named after ``gen_ai.operation.name``):
+**Spans** (:meth:`GeminiCliSessions.add_span`; what 0.61.0 sends, service ``gemini-cli``, every span an INTERNAL
+span named after ``gen_ai.operation.name``):
 
 ======================== =================================================================================
 ``llm_call``             one ``generateContent`` call: ``gen_ai.conversation.id`` (the session),
@@ -31,8 +31,8 @@ named after ``gen_ai.operation.name``):
                          (``candidatesTokenCount``: thoughts not included) and the messages cut to 10,000
                          characters. A call with no declarations (``[]``) is a side call (model routing)
 ``tool_call``            one tool run: ``gen_ai.tool.name``, ``gen_ai.tool.call_id``, start/end, status
-``schedule_tool_calls``, the parent of a batch of tool calls; sub-agents: counted, not mapped
-``agent_call``
+``schedule_tool_calls``  the parent of a batch of tool calls: counted, not mapped
+``agent_call``           a sub-agent: counted, not mapped
 ======================== =================================================================================
 
 **When logs and spans of a session both arrive, the logs win**: every figure (tokens, durations, tool calls and
