@@ -138,9 +138,9 @@ def footprint_document(fp: Footprint, verdict: Verdict | None = None) -> Documen
         )
     for name, exact in fp.exact.items():
         doc.notes.append(
-            f"{name}: Anthropic's own count for {exact.model} (POST /v1/messages/count_tokens); per tool = the "
-            f"count with every tool − the count without that one; the total also holds the tool-use system "
-            f"prompt Anthropic adds once ({exact.overhead:,} tokens)"
+            f"{name}: the provider's own count ({exact.api}); per tool = the count with every tool − the count "
+            f"without that one; the total also holds what the provider adds once when tools are offered "
+            f"({exact.overhead:,} tokens)"
         )
     for name, reason in fp.errors.items():
         doc.notes.append(f"{name}: not counted ({reason})")

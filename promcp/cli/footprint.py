@@ -43,8 +43,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--tokenizers",
         default="o200k_base",
         help="comma-separated tokenizers, the first one for the budget "
-        "(e.g. o200k_base,cl100k_base,approx:claude; default o200k_base); anthropic:count_tokens[:MODEL] asks "
-        "Anthropic for its exact count (needs ANTHROPIC_API_KEY; ANTHROPIC_BASE_URL honoured)",
+        "(e.g. o200k_base,cl100k_base,approx:claude; default o200k_base); anthropic:count_tokens[:MODEL] and "
+        "gemini:count_tokens[:MODEL] ask the provider for its exact count (ANTHROPIC_API_KEY / GEMINI_API_KEY; "
+        "ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL honoured)",
     )
     p.add_argument(
         "--budget", type=_tokens, metavar="N", help="exit 1 when the total exceeds N tokens (first tokenizer)"

@@ -1,6 +1,6 @@
-"""``promcp footprint --tokenizers anthropic:count_tokens``: Anthropic's own count of a real server's tools (the npm
-memory server), through the anthropic SDK, against a loopback stub of ``POST /v1/messages/count_tokens`` (the real
-API is not reachable offline). The stub computes its count from the request body it receives — a fixed cost for
+"""``promcp footprint --tokenizers anthropic:count_tokens`` / ``gemini:count_tokens``: the provider's own count of a
+real server's tools (the npm memory server) — Anthropic's through the anthropic SDK, against a loopback stub of
+``POST /v1/messages/count_tokens``, and the Gemini API's ``:countTokens`` (the real APIs are not reachable offline). The stub computes its count from the request body it receives — a fixed cost for
 the message, a fixed tool-use prompt when any tool is offered, and each tool's JSON length / 4 — so a wrong
 request, a wrong subtraction or a tool left out changes the figures the test expects. No key, or an API that
 refuses, is one line and exit 2 with the other tokenizers still printed; the key is in no file."""
@@ -128,3 +128,62 @@ def test_anthropic_count_tokens_per_tool_and_total(
     )
     for path in tmp_path.rglob("*"):
         assert not path.is_file() or KEY.encode() not in path.read_bytes()
+
+
+def gemini_count(req: Request) -> Reply:
+    """``models/{model}:countTokens``: the request's function declarations costed like the Anthropic stub's tools."""
+    if not req.path.startswith("/v1beta/models/") or not req.path.endswith(":countTokens"):
+        return Reply(404, {"error": {"code": 404, "message": req.path, "status": "NOT_FOUND"}})
+    if req.headers.get("x-goog-api-key") != KEY:
+        return Reply(
+            400, {"error": {"code": 400, "message": "API key not valid.", "status": "INVALID_ARGUMENT"}}
+        )
+    request = req.body.get("generateContentRequest") or {}
+    declared = [d for t in request.get("tools") or [] for d in t.get("functionDeclarations") or []]
+    if request.get("model") != "models/" + req.path.split("/models/")[1].split(":")[0] or not request.get(
+        "contents"
+    ):
+        return Reply(400, {"error": {"code": 400, "message": "bad request", "status": "INVALID_ARGUMENT"}})
+    tokens = MESSAGE + (TOOL_PROMPT if declared else 0) + sum(tool_cost(d) for d in declared)
+    return Reply(200, {"totalTokens": tokens})
+
+
+def test_gemini_count_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}
+    server = ["--env", f"MEMORY_FILE_PATH={env['MEMORY_FILE_PATH']}", "--", str(BIN / "mcp-server-memory")]
+    listed = _stdio_tools([str(BIN / "mcp-server-memory")], env)
+    want = {
+        t["name"]: tool_cost(
+            {
+                "name": t["name"],
+                "description": t.get("description") or "",
+                "parametersJsonSchema": t["inputSchema"],
+            }
+        )
+        for t in listed
+    }
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    with StubServer(gemini_count) as stub:
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", stub.url)
+        code = main(["footprint", "--format", "json", "--tokenizers", "gemini:count_tokens", *server])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        doc = json.loads(out)
+        rows = {
+            r["tool"]: r["tokens"] for r in doc["tables"]["tools"] if r["tokenizer"] == "gemini:count_tokens"
+        }
+        assert rows == want and doc["totals"]["gemini:count_tokens"] == sum(want.values()) + TOOL_PROMPT
+        assert doc["tokenizers"] == ["gemini:count_tokens", "o200k_base"]  # a local one for the fields
+        assert {r.path for r in stub.requests} == {"/v1beta/models/gemini-2.5-flash:countTokens"}
+        assert len(stub.requests) == len(want) + 2
+
+        monkeypatch.setenv("GEMINI_API_KEY", "wrong")
+        code = main(["footprint", "--tokenizers", "gemini:count_tokens", *server])
+        out, err = capsys.readouterr()
+        assert code == 2 and "o200k_base" in out
+        assert err.strip() == (
+            "promcp footprint: gemini:count_tokens: the Gemini API's countTokens failed: HTTP 400: API key not valid."
+        )
