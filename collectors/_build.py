@@ -5,7 +5,8 @@ Per task: the first LLM call's input is S1, later ones S5; each call's output is
 client re-sends a conversation: system/injected context (``system``), earlier prompts and outputs (``history``,
 keys ``msg:<index>``), results of every earlier tool call (``tool_results``, key = call id), and this task's prompt
 and attachments (``user``, ``prompt`` / ``attachment:<name>``). Exports hold no tool definitions, so ``schemas``
-is not observable (``attrs.schemas_observable = false``). With provider usage (Claude Code) ``tokens_in`` is the
+is not observable (``attrs.schemas_observable = false``) unless a source saw them for a call
+(``Call.context``: the Gemini CLI's spans carry its function declarations and system instruction). With provider usage (Claude Code) ``tokens_in`` is the
 provider total. The export lacks what the client sent besides the conversation (its system prompt, the tool
 definitions, project memory), so when the provider total exceeds the local counts the difference is recorded as a
 ``system`` part keyed ``unobserved`` instead of being spread over the observed origins; only when the local counts
@@ -79,8 +80,16 @@ class Builder:
             model = call.model or conv.model
             for key, text in call.extra_context:
                 this_task.append(Part(Origin.TOOL_RESULTS, key, self.count(text)))
+            seen = [Part(p.origin, p.key, self.count(p.text)) for p in call.context]
             yield self._input(
-                conv, task, call, rnd, [*system, *history, *user, *this_task], prompt_hash, model, common
+                conv,
+                task,
+                call,
+                rnd,
+                [*system, *seen, *history, *user, *this_task],
+                prompt_hash,
+                model,
+                common,
             )
             out_text = _output_text(call)
             yield self._output(task, call, rnd, out_text, model, common)
@@ -112,7 +121,8 @@ class Builder:
         model: str | None,
         common: dict[str, Any],
     ) -> Event:
-        attrs: dict[str, Any] = {"conversation": conv.id, "schemas_observable": False}
+        schemas = any(p.origin is Origin.SCHEMAS for p in call.context)
+        attrs: dict[str, Any] = {"conversation": conv.id, "schemas_observable": schemas}
         if rnd == 1 and prompt_hash:
             attrs["content"] = prompt_hash
         if task.attrs.get("prompt_missing"):

@@ -148,10 +148,21 @@ def _otlp(ctx: ReadContext) -> Iterator[Conversation]:
             if kind == "logs":
                 for record in otlp.log_records(request):
                     yield from sessions.add(record)
-            elif kind == "traces" and ctx.on_spans is not None:
-                ctx.on_spans(request, number)
+            elif kind == "traces":
+                yield from _gemini_spans(sessions, request)  # the Gemini CLI's, beside its logs
+                if ctx.on_spans is not None:
+                    ctx.on_spans(request, number)
         ctx.seen()
     yield from sessions.flush()
+
+
+def _gemini_spans(sessions: Any, request: Any) -> Iterator[Conversation]:
+    from promcp.collectors.otlp_gemini import is_gemini_span
+    from promcp.collectors.otlp_spans import span_records
+
+    for span in span_records(request):
+        if is_gemini_span(span):
+            yield from sessions.gemini.add_span(span)
 
 
 def _claude_ai(doc: Any, problems: Problems, index: int, offset: int | None) -> Conversation:

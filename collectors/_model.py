@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promcp.events import TimingQuality
-from promcp.wire import Usage
+from promcp.wire import Piece, Usage
 
 
 @dataclass
@@ -67,6 +67,9 @@ class Call:
     usage: Usage | None = None  # provider usage (Claude Code); input_tokens includes cache reads and writes
     model: str | None = None
     extra_context: list[tuple[str, str]] = field(default_factory=list)  # (key, text): orphan results etc.
+    #: what a source saw of this call's input besides the conversation (the Gemini CLI's spans: its system
+    #: instruction and function declarations), re-sent with every call: counted for this call only
+    context: list[Piece] = field(default_factory=list)
     attrs: dict[str, Any] = field(default_factory=dict)
 
 

@@ -21,7 +21,8 @@ Mapped today: **Claude Code's telemetry** (log events, ``CLAUDE_CODE_ENABLE_TELE
                              of its own (``attrs.unplaced``) and counted in :attr:`ClaudeCodeSessions.unplaced`
 ========================== ==============================================================================
 
-**The Gemini CLI's telemetry** (``gemini_cli.*`` log events) is mapped by :mod:`promcp.collectors.otlp_gemini`,
+**The Gemini CLI's telemetry** (``gemini_cli.*`` log events, and its ``llm_call`` / ``tool_call`` spans) is mapped
+by :mod:`promcp.collectors.otlp_gemini`,
 which :class:`ClaudeCodeSessions` hands those records to.
 
 Everything else (``tool_decision``, ``assistant_response``, ``plugin_loaded``…) is counted and left out; metrics

@@ -41,6 +41,9 @@ SPANS_SOURCE: Final = "otlp:spans"
 LOGS_SOURCE: Final = "otlp:claude-code"
 #: the Gemini CLI's telemetry (collectors/otlp_gemini.py): its own source, provider and tokenizer
 GEMINI_LOGS: Final = ("otlp:gemini-cli", "google", "o200k_base", "gemini-cli telemetry")
+CLAUDE_LOGS: Final = (LOGS_SOURCE, "anthropic", "approx:claude", "claude-code telemetry")
+#: the client each telemetry source is, as ``promcp collect``'s exit line names it
+CLIENTS: Final = {GEMINI_LOGS[0]: "Gemini CLI", LOGS_SOURCE: "Claude Code"}
 _SLUG = re.compile(r"[^A-Za-z0-9_.]+")
 
 
@@ -140,6 +143,7 @@ class OtlpRuns:
         self.say = say
         self.runs: dict[str, _Run] = {}
         self.duplicates = 0
+        self.prompts: dict[str, int] = {}  # client → prompts (tasks) recorded from its telemetry
         #: how many mapped-span and prompt keys each run remembers for recognising duplicates (own rows: all)
         self.recent_keys = 1_000_000
         self._parts = 0
@@ -290,9 +294,7 @@ class OtlpRuns:
         for conv in conversations:
             resource = (conv.tasks[0].attrs.get("resource") if conv.tasks else None) or {}
             source, provider, tokenizer, mapping = (
-                GEMINI_LOGS
-                if resource.get("service.name") == "gemini-cli"
-                else (LOGS_SOURCE, "anthropic", "approx:claude", "claude-code telemetry")
+                GEMINI_LOGS if resource.get("service.name") == "gemini-cli" else CLAUDE_LOGS
             )
             run = self._open(
                 run_key("logs", resource, conv.created),
@@ -313,6 +315,7 @@ class OtlpRuns:
             run.recorder.emit_many(built)
             events += len(built)
             tasks += len(conv.tasks)
+            self.prompts[CLIENTS[source]] = self.prompts.get(CLIENTS[source], 0) + len(conv.tasks)
         return events, tasks
 
     # -- closing --------------------------------------------------------------------------------------------------

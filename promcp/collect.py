@@ -63,6 +63,9 @@ class CollectorStats:
     metrics: int = 0
     events: int = 0
     tasks: int = 0
+    prompts: dict[str, int] = field(
+        default_factory=dict
+    )  # client (Claude Code, Gemini CLI) → prompts recorded
     problems: int = 0  # spans or requests the mapping refused (each said on stderr)
     lost: int = 0  # acknowledged requests the worker could not record (out of memory…; each said on stderr)
     unplaced: int = 0  # Claude Code tool results without a call to join (kept as events of their own)
@@ -231,6 +234,7 @@ class Collector:
 
     def _traces(self, request: Any) -> None:
         from promcp.collectors import otlp_spans
+        from promcp.collectors.otlp_gemini import is_gemini_span
 
         def problem(exc: Exception) -> None:
             self.stats.problems += 1
@@ -238,13 +242,21 @@ class Collector:
 
         spans = list(otlp_spans.span_records(request))
         self.stats.spans += len(spans)
+        gemini = [s for s in spans if is_gemini_span(s)]  # the Gemini CLI's: beside its logs (otlp_gemini.py)
+        if gemini:
+            spans = [s for s in spans if not is_gemini_span(s)]
+            done: list[Any] = []
+            for span in gemini:
+                done += self.sessions.gemini.add_span(span)
+            self._conversations(done)
         for resource, rows, events in otlp_spans.request_batches(spans, self.mapper, problem):
             self.stats.events += self.runs.carried(rows) if rows else self.runs.mapped(resource, events)
 
     def _close(self) -> None:
         self.stats.runs.extend(self.runs.close())
         self.stats.duplicates = self.runs.duplicates
-        self.stats.unmapped = dict(self.mapper.unmapped)
+        self.stats.unmapped = {**self.mapper.unmapped, **self.sessions.gemini.unmapped}
+        self.stats.prompts = dict(self.runs.prompts)
 
     def _record(self, kind: str, request: Any) -> None:
         try:

@@ -1,5 +1,6 @@
 """One Claude Code (or Gemini CLI) session seen two ways: ``promcp record`` (proxies on its LLM API and MCP server)
-and ``promcp import`` of the session log the client itself wrote — the tables in docs/record.md.
+and ``promcp import`` of the session log the client itself wrote — the tables in docs/record.md. The Gemini CLI's
+session is seen a third way at the same time: its telemetry (log events and spans) through ``promcp collect``.
 
 Runs offline: the real Claude Code CLI (node_modules) against the scripted loopback Anthropic upstream of the
 tests (ToolSearch → the memory server's create_entities → answer), with the real memory MCP server configured in
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -86,15 +88,27 @@ GEMINI = ROOT / "node_modules" / ".bin" / "gemini"
 EVERYTHING = ROOT / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 
 
-def run_gemini(tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_gemini(tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """One real session, seen three ways at once: ``promcp record`` around it, its telemetry (logs and spans)
+    into ``promcp collect``, its session log through ``promcp import``."""
+    from tests.stubs.ports import free_port, wait_port
+
     home, work = tmp / "home", tmp / "work"
     (home / ".gemini").mkdir(parents=True)
     work.mkdir()
+    port = free_port()
     settings = {
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
         "privacy": {"usageStatisticsEnabled": False},
         "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
         "mcpServers": {"everything": {"command": "node", "args": [str(EVERYTHING)]}},
+        "telemetry": {
+            "enabled": True,
+            "target": "local",
+            "otlpEndpoint": f"http://127.0.0.1:{port}",
+            "otlpProtocol": "http",
+            "logPrompts": True,
+        },
     }
     (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
     env = {
@@ -104,6 +118,11 @@ def run_gemini(tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
     }
     script = ScriptedGemini("mcp_everything_echo", {"message": "promcp records every stage"})
+    collect = subprocess.Popen(
+        [str(PROMCP), "collect", "--listen", f"127.0.0.1:{port}", "--out", str(tmp / "collect")],
+        stderr=subprocess.DEVNULL,
+    )
+    wait_port(port)
     with StubServer(script.gemini) as stub:
         subprocess.run(
             [
@@ -133,11 +152,13 @@ def run_gemini(tmp: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+    collect.send_signal(signal.SIGINT)
+    collect.wait(timeout=120)
     [log] = (home / ".gemini" / "tmp").rglob("session-*.jsonl")
     subprocess.run(
         [str(PROMCP), "import", str(log), "--out", str(tmp / "import")], check=True, stdout=subprocess.DEVNULL
     )
-    return pa.load(tmp / "record"), pa.load(tmp / "import")
+    return pa.load(tmp / "record"), pa.load(tmp / "collect"), pa.load(tmp / "import")
 
 
 def facts(df: pd.DataFrame) -> dict[str, Any]:
@@ -186,12 +207,21 @@ def _deferred(calls: pd.DataFrame) -> str:
 
 
 def main() -> None:
-    gemini = sys.argv[1:] == ["gemini"]
+    if sys.argv[1:] == ["gemini"]:
+        with tempfile.TemporaryDirectory(prefix="promcp-rvi-") as tmp:
+            seen = [facts(df) for df in run_gemini(Path(tmp))]
+        print(
+            "| one Gemini CLI session | `promcp record` | `promcp collect` (its telemetry: logs + spans) "
+            "| `promcp import` (its session log) |"
+        )
+        print("|---|---|---|---|")
+        for key in seen[0]:
+            print(f"| {key} | {' | '.join(str(f[key]) for f in seen)} |")
+        return
     with tempfile.TemporaryDirectory(prefix="promcp-rvi-") as tmp:
-        record, imported = (run_gemini if gemini else run)(Path(tmp))
+        record, imported = run(Path(tmp))
         a, b = facts(record), facts(imported)
-    who = "Gemini CLI" if gemini else "Claude Code"
-    print(f"| one {who} session | `promcp record` | `promcp import` (its session log) |")
+    print("| one Claude Code session | `promcp record` | `promcp import` (its session log) |")
     print("|---|---|---|")
     for key in a:
         print(f"| {key} | {a[key]} | {b[key]} |")

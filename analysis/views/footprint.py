@@ -75,7 +75,7 @@ def footprint_document(fp: Footprint, verdict: Verdict | None = None) -> Documen
     doc.add(
         Table(
             "fields",
-            f"Largest fields ({first})",
+            f"Largest fields ({fp.local_tokenizer})",
             [
                 Column("tool"),
                 Column("field"),
@@ -136,6 +136,14 @@ def footprint_document(fp: Footprint, verdict: Verdict | None = None) -> Documen
                 key_columns=2,
             )
         )
+    for name, exact in fp.exact.items():
+        doc.notes.append(
+            f"{name}: the provider's own count ({exact.api}); per tool = the count with every tool − the count "
+            f"without that one; the total also holds what the provider adds once when tools are offered "
+            f"({exact.overhead:,} tokens)"
+        )
+    for name, reason in fp.errors.items():
+        doc.notes.append(f"{name}: not counted ({reason})")
     doc.notes.append(
         "schema tokens: each tool as a host renders it into a prompt (name, description, input schema as "
         "parameters; docs/footprint.md); full = the same tools as whatif's strategies send them"

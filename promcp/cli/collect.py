@@ -1,4 +1,5 @@
-"""``promcp collect``: receive OTLP/HTTP from agents (Claude Code's telemetry today) into a dataset (docs/collect.md)."""
+"""``promcp collect``: receive OTLP/HTTP from agents (promcp.instrument(), OTel spans, Claude Code's and the Gemini
+CLI's telemetry) into a dataset (docs/collect.md)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from promcp.errors import ConfigError
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "collect",
-        help="receive OTLP/HTTP traces and telemetry (promcp.instrument(), OTel GenAI/MCP spans, Claude Code) into a dataset",
+        help="receive OTLP/HTTP traces and telemetry (promcp.instrument(), OTel GenAI/MCP spans, Claude Code, "
+        "Gemini CLI) into a dataset",
         description="An OTLP/HTTP receiver (POST /v1/logs, /v1/traces, /v1/metrics; protobuf or JSON; gzip). "
         "promcp.instrument()'s spans become the rows they carry, OTel MCP and GenAI spans the stages they stand "
-        "for, Claude Code's telemetry LLM calls and tool calls (topology c-ots) as each prompt finishes; "
+        "for, Claude Code's and the Gemini CLI's telemetry LLM calls and tool calls (topology c-ots) as each "
+        "prompt finishes; "
         "Ctrl-C or SIGTERM finalizes the dataset. Point an agent at it with OTEL_EXPORTER_OTLP_ENDPOINT="
         "http://127.0.0.1:4318. See docs/collect.md.",
     )
@@ -116,9 +119,11 @@ def _run(args: argparse.Namespace) -> int:
     left = dict(stats.unmapped)
     own = left.pop("promcp span (rows carried)", 0)  # their rows came on another span of the same sender
     unmapped = sum(left.values())
+    by_client = ", ".join(f"{n} {client}" for client, n in sorted(stats.prompts.items()))
+    prompts = f"{stats.tasks} prompt(s){f': {by_client}' if by_client else ''}"
     err.print(
         f"promcp collect: requests {requests}; rejected {rejected}; {stats.records} log record(s) "
-        f"({stats.tasks} Claude Code prompt(s)) and {stats.spans} span(s) ({own} of promcp.instrument() with rows "
+        f"({prompts}) and {stats.spans} span(s) ({own} of promcp.instrument() with rows "
         f"carried, {unmapped} not mapped) → "
         f"{stats.events} event(s); {stats.metrics} metric(s) counted, not added; "
         f"{stats.duplicates} duplicate row(s) skipped; {stats.unplaced} tool result(s) without their call; "

@@ -1,6 +1,7 @@
 """``promcp footprint -- SERVER COMMAND`` / ``--url URL``: one MCP server's tools tax, without an agent, and a
 CI gate on it (docs/footprint.md). Exit status: 0 within the gate, 1 over budget or regressed, 2 when the server
-could not be measured (it did not start, never answered, or the input is wrong)."""
+could not be measured (it did not start, never answered, or the input is wrong) or a provider count asked for
+failed (the other tokenizers are still printed)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from promcp.errors import ConfigError
 
 #: Exit status when the measurement worked but the gate failed (over budget, regression).
 EXIT_GATE = 1
+#: Exit status when the server (or a provider count asked for) could not be measured.
+EXIT_UNMEASURED = 2
 FORMATS = ("table", "markdown", "json")
 
 
@@ -39,8 +42,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--tokenizers",
         default="o200k_base",
-        help="comma-separated tokenizers, the first one for the budget and the largest fields "
-        "(e.g. o200k_base,cl100k_base,approx:claude; default o200k_base)",
+        help="comma-separated tokenizers, the first one for the budget "
+        "(e.g. o200k_base,cl100k_base,approx:claude; default o200k_base); anthropic:count_tokens[:MODEL] and "
+        "gemini:count_tokens[:MODEL] ask the provider for its exact count (ANTHROPIC_API_KEY / GEMINI_API_KEY; "
+        "ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL honoured)",
     )
     p.add_argument(
         "--budget", type=_tokens, metavar="N", help="exit 1 when the total exceeds N tokens (first tokenizer)"
@@ -132,4 +137,8 @@ def _run(args: argparse.Namespace) -> int:
         get_renderer(args.format).write(doc, sys.stdout)
     for failure in verdict.failures:
         stderr().print(f"[bold red]fail:[/] {failure}", markup=True, highlight=False, soft_wrap=True)
+    for reason in fp.errors.values():  # a provider count asked for and not made: the rest is printed above
+        stderr().print(f"promcp footprint: {reason}", markup=False, highlight=False, soft_wrap=True)
+    if fp.errors:
+        return EXIT_UNMEASURED
     return 0 if verdict.passed else EXIT_GATE

@@ -5,8 +5,9 @@
 >>> fp.total("o200k_base"), len(fp.tools), fp.startup_ms["initialize"]  # doctest: +SKIP
 
 :func:`measure` starts the server through the host's session code (:mod:`promcp.footprint._session`), counts
-every listed tool under each tokenizer (:mod:`promcp.footprint._measure`), and :func:`judge` applies a budget and a
-saved baseline (:mod:`promcp.footprint._gate`).
+every listed tool under each tokenizer (:mod:`promcp.footprint._measure`; a provider's exact count, such as
+``anthropic:count_tokens``, by :mod:`promcp.footprint._provider`), and :func:`judge` applies a budget and a saved
+baseline (:mod:`promcp.footprint._gate`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promcp.events import Phase
+from promcp.footprint._provider import ExactCount
 from promcp.footprint._session import Listing, Target, list_tools
 
 #: Strategies whose saving a footprint reports (routed strategies need a query: ``promcp whatif``).
@@ -69,9 +70,20 @@ class Footprint:
     pages: int
     handshake: dict[str, Any] = field(default_factory=dict)
     wall_ms: float | None = None
+    #: a provider's exact counts (``anthropic:count_tokens``: its total includes the tool-use prompt), by name
+    exact: dict[str, ExactCount] = field(default_factory=dict)
+    #: provider counts asked for that failed: name → the one-line reason (the other tokenizers are counted)
+    errors: dict[str, str] = field(default_factory=dict)
 
     def total(self, tokenizer: str) -> int:
+        if tokenizer in self.exact:
+            return self.exact[tokenizer].total
         return sum(t.tokens[tokenizer] for t in self.tools)
+
+    @property
+    def local_tokenizer(self) -> str:
+        """The first local tokenizer: the largest fields and the strategies are counted with it."""
+        return next((n for n in self.tokenizers if n not in self.exact), self.tokenizers[0])
 
     @property
     def total_bytes(self) -> int:
@@ -86,6 +98,12 @@ class Footprint:
             "pages": self.pages,
             "tokenizers": list(self.tokenizers),
             "totals": {name: self.total(name) for name in self.tokenizers},
+            **(
+                {"exact": {n: {"model": e.model, "overhead": e.overhead} for n, e in self.exact.items()}}
+                if self.exact
+                else {}
+            ),
+            **({"errors": dict(self.errors)} if self.errors else {}),
             "bytes": self.total_bytes,
             "listed_bytes": sum(t.listed_bytes for t in self.tools),
             "startup_ms": dict(self.startup_ms),
@@ -138,29 +156,40 @@ def footprint_of(
     server: str = "server",
     transport: str = "stdio",
     top_fields: int = 10,
+    exact: Sequence[ExactCount] = (),
 ) -> Footprint:
-    """Count a listing (pure: no server is started)."""
+    """Count a listing (pure: no server is started). ``exact``: provider counts already made of the same tools
+    (:func:`promcp.footprint._provider.exact_count`), shown beside the tokenizers' in ``tokenizer_names`` order."""
     from promcp import tokenizers
     from promcp.analysis.whatif import strategies
+    from promcp.footprint._provider import split_names
     from promcp.stages.init import tool_footprints
     from promcp.wire.mcp import tool_text_of
 
-    names = list(dict.fromkeys(tokenizer_names)) or ["o200k_base"]
-    toks = {n: tokenizers.get(n) for n in names}
+    exact_by = {e.name: e for e in exact}
+    local, _asked = split_names(list(dict.fromkeys(tokenizer_names)))
+    local = local or ["o200k_base"]  # the fields and the strategies need a local count
+    names = [n for n in dict.fromkeys(tokenizer_names) if n in local or n in exact_by] or local
+    names += [n for n in local if n not in names]
+    toks = {n: tokenizers.get(n) for n in local}
     rendered = [tool_text_of(t) for t in listing.tools]
-    per_tok = {n: tool_footprints(rendered, tok) for n, tok in toks.items()}
+    per_tok: dict[str, dict[str, int]] = {
+        n: {name: int(info["tokens"]) for name, info in tool_footprints(rendered, tok).items()}
+        for n, tok in toks.items()
+    }
+    per_tok.update({n: e.per_tool for n, e in exact_by.items()})
     listed = {str(listed_dict(t).get("name")): len(_dump(listed_dict(t)).encode()) for t in listing.tools}
-    first = per_tok[names[0]]
+    first = tool_footprints(rendered, toks[local[0]])
     tools = [
         ToolSize(
             name=name,
-            tokens={n: int(per_tok[n][name]["tokens"]) for n in names},
+            tokens={n: int(per_tok[n].get(name, 0)) for n in names},
             bytes=int(info["bytes"]),
             listed_bytes=listed.get(name, 0),
         )
         for name, info in first.items()
     ]
-    fields = sorted(_fields(listing.tools, toks[names[0]].count), key=lambda f: (-f.tokens, f.tool, f.field))
+    fields = sorted(_fields(listing.tools, toks[local[0]].count), key=lambda f: (-f.tokens, f.tool, f.field))
     host_tools = [host_tool(t) for t in listing.tools]
     payloads = {
         "full": strategies.full(host_tools),
@@ -185,6 +214,7 @@ def footprint_of(
         pages=listing.pages,
         handshake=listing.handshake,
         wall_ms=listing.wall_ms,
+        exact=exact_by,
     )
 
 
@@ -195,19 +225,33 @@ def measure(
     timeout_s: float = 30.0,
     top_fields: int = 10,
 ) -> Footprint:
-    """Start ``target``, list its tools, stop it, and count them (tokenizers are checked before the start)."""
+    """Start ``target``, list its tools, stop it, and count them (tokenizers are checked before the start). A
+    provider count that fails (no key, the API) is left out and its reason kept in :attr:`Footprint.errors`."""
     from promcp import tokenizers
+    from promcp.footprint._provider import ExactCountError, exact_count, split_names
 
     names = list(dict.fromkeys(tokenizer_names)) or ["o200k_base"]
-    for name in names:
+    local, asked = split_names(names)
+    for name in local:
         tokenizers.get(name)  # an unknown name fails before any server starts
     cfg = target.config()
-    listing = list_tools(target, timeout_s=timeout_s, tokenizer=names[0])
-    return footprint_of(
+    listing = list_tools(target, timeout_s=timeout_s, tokenizer=(local or ["o200k_base"])[0])
+    exact: list[ExactCount] = []
+    errors: dict[str, str] = {}
+    host_tools = [host_tool(t) for t in listing.tools]
+    for name in asked:
+        try:
+            exact.append(exact_count(name, host_tools, timeout_s=timeout_s))
+        except ExactCountError as exc:
+            errors[name] = exc.message
+    fp = footprint_of(
         listing,
         names,
         target=target.describe(),
         server=target.name or listing.handshake.get("server_name") or target.label,
         transport=cfg.transport,
         top_fields=top_fields,
+        exact=exact,
     )
+    fp.errors = errors
+    return fp

@@ -112,7 +112,7 @@ def test_claude_code_telemetry_becomes_its_stages(
         collect.send_signal(signal.SIGINT)
         _, err = collect.communicate(timeout=120)
     assert collect.returncode == 0, err
-    assert "rejected none" in err and "(1 Claude Code prompt(s))" in err, err
+    assert "rejected none" in err and "(1 prompt(s): 1 Claude Code)" in err, err
     assert "0 tool result(s) without their call" in err, err
 
     df = pa.load(out).sort_values("seq")

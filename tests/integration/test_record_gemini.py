@@ -213,7 +213,7 @@ def test_gemini_cli_telemetry_through_collect(tmp_path: Path) -> None:
         collect.send_signal(signal.SIGINT)
         _, err = collect.communicate(timeout=120)
     assert collect.returncode == 0, err
-    assert "rejected none" in err, err
+    assert "rejected none" in err and "(1 prompt(s): 1 Gemini CLI)" in err, err
 
     df = pa.load(out).sort_values("seq")
     assert set(df["source"]) == {"otlp:gemini-cli"} and set(df["provider"]) == {"google"}
@@ -233,3 +233,110 @@ def test_gemini_cli_telemetry_through_collect(tmp_path: Path) -> None:
         "exact",
     )
     assert json.loads(s3["req_preview"]) == ARGS
+
+    # the llm_call spans gave what no log event carries: the system instruction and the function declarations
+    for _, row in inputs.iterrows():
+        parts = {p["key"]: p for p in row["parts"]}
+        assert (
+            parts["system_instruction"]["origin"] == "system" and parts["system_instruction"]["tokens"] > 1000
+        )
+        assert parts["everything/echo"]["origin"] == "schemas" and "read_file" in parts
+        assert row["in_schemas"] == sum(p["tokens"] for p in row["parts"] if p["origin"] == "schemas") > 0
+        assert sum(p["tokens"] for p in row["parts"]) == row["tokens_in"]  # the rest stays unobserved
+        assert json.loads(row["attrs"])["schemas_observable"] is True
+    assert "not mapped" in err and "gemini-cli span (the logs give it)" not in err  # counted, not printed
+
+
+class Capture:
+    """A loopback OTLP/HTTP endpoint that keeps each request body as the CLI sent it (chunked, JSON)."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from promcp.collect import read_chunked
+
+        self.bodies: list[tuple[str, bytes]] = []
+        bodies = self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                if self.headers.get("transfer-encoding", "").lower() == "chunked":
+                    body = read_chunked(self.rfile, 64 << 20)
+                else:
+                    body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                bodies.append((self.path, body))
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Capture:
+        import threading
+
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_gemini_cli_spans_alone_and_beside_its_logs(tmp_path: Path) -> None:
+    """The CLI's own requests (``telemetry.traces`` on: usage on the ``llm_call`` spans) into ``promcp collect``:
+    spans alone make the same task with the spans' figures; logs and spans together, in either order, the logs'
+    task once, with the spans' declarations."""
+    from promcp.collect import Collector
+
+    env, home, work = setup(tmp_path)
+    script = ScriptedGemini(TOOL, ARGS)
+    with Capture() as capture, StubServer(script.gemini) as stub:
+        telemetry = {"enabled": True, "target": "local", "otlpEndpoint": capture.url, "otlpProtocol": "http"}
+        settings = {**SETTINGS, "telemetry": {**telemetry, "logPrompts": True, "traces": True}}
+        (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+        proc = gemini_cli([], {**env, "GOOGLE_GEMINI_BASE_URL": stub.url}, work)
+    assert proc.returncode == 0, proc.stderr
+    traces = [(p, b) for p, b in capture.bodies if p == "/v1/traces"]
+    logs = [(p, b) for p, b in capture.bodies if p == "/v1/logs"]
+    assert traces and logs
+
+    def collect(requests: list[tuple[str, bytes]], name: str) -> tuple[Any, Any]:
+        c = Collector(tmp_path / name, port=0).start()
+        try:
+            for path, body in requests:
+                assert c.accept(path, body, "application/json", "")[0] == 200
+        finally:
+            stats = c.stop()
+        return pa.load(tmp_path / name).sort_values("seq"), stats
+
+    alone, stats = collect(traces, "spans")
+    assert alone["stage"].tolist() == ["S1", "S2", "S3", "S4", "S5", "S6"] and stats.prompts == {
+        "Gemini CLI": 1
+    }
+    assert set(alone["source"]) == {"otlp:gemini-cli"}
+    inputs, outputs = alone[alone.stage.isin(["S1", "S5"])], alone[alone.stage.isin(["S2", "S6"])]
+    assert inputs["tokens_in"].tolist() == [u["promptTokenCount"] for u in script.usage]
+    assert outputs["tokens_out"].tolist() == [u["candidatesTokenCount"] for u in script.usage]  # no thoughts
+    assert set(outputs["timing_quality"]) == {"exact"}
+    s3 = alone[alone.stage == "S3"].iloc[0]
+    assert (s3["server"], s3["tool"], json.loads(s3["req_preview"])) == ("everything", "echo", ARGS)
+    assert all("everything/echo" in {p["key"] for p in parts} for parts in inputs["parts"])
+
+    both = [collect([*logs, *traces], "logs-first")[0], collect([*traces, *logs], "spans-first")[0]]
+    for df in both:
+        assert df["stage"].tolist() == ["S1", "S2", "S3", "S4", "S5", "S6"]  # once, not twice
+        outs = df[df.stage.isin(["S2", "S6"])]
+        assert outs["tokens_out"].tolist() == [
+            u["candidatesTokenCount"] + u["thoughtsTokenCount"] for u in script.usage
+        ]  # the logs' figures
+        assert all("everything/echo" in {p["key"] for p in parts} for parts in df[df.stage == "S1"]["parts"])
+    columns = ["stage", "tokens_in", "tokens_out", "in_system", "in_schemas", "latency_ms"]
+    assert both[0][columns].astype(str).values.tolist() == both[1][columns].astype(str).values.tolist()

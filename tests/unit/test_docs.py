@@ -122,6 +122,10 @@ SKIP: dict[str, str] = {
     "promcp collect --grpc 127.0.0.1:4317": "a long-running receiver (test_collect: Claude Code over gRPC)",
     "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python my_host.py": "placeholder: your host",
     "promcp export traces/ --otlp http://127.0.0.1:6006": "needs a Phoenix server (test_export: a real one)",
+    "ANTHROPIC_API_KEY=… promcp footprint --tokenizers anthropic:count_tokens,o200k_base -- python -m "
+    "promcp.servers.scicalc": "needs an Anthropic key and the network (test_footprint_exact: a loopback stub)",
+    "promcp footprint --tokenizers anthropic:count_tokens:claude-haiku-4-5 --budget 8000 -- …": "placeholder "
+    "server; needs a key (test_footprint_exact: another model and a budget)",
     'promcp export traces/ --otlp http://collector:4318 --header "x-api-key=…"': "placeholder: your endpoint",
     "promcp export traces/ --otlp http://127.0.0.1:4317 --protocol grpc": "needs an OTLP/gRPC endpoint "
     "(test_export: promcp collect --grpc and Phoenix over gRPC)",
