@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -214,17 +214,23 @@ class UpstreamPool:
             await self._read(conn)
 
     async def request(
-        self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
+        self,
+        method: bytes,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        on_sent: Callable[[Instant], None] | None = None,
     ) -> UpstreamResponse:
         """Send one request (a head the caller built from one :mod:`promcp.proxy._h1` parsed) and wait for the
-        response head."""
+        response head. ``on_sent`` is told when the request was handed to the upstream in full (before its answer
+        began; it must be cheap and never raise)."""
         conn = self._take_idle()
         reused = conn is not None
         while True:
             if conn is None:
                 conn = await self._connect()
             try:
-                return await self._send(conn, method, target, headers, body)
+                return await self._send(conn, method, target, headers, body, on_sent)
             except UpstreamBroken:
                 conn.close()
                 if not reused or conn.received:
@@ -235,7 +241,13 @@ class UpstreamPool:
                 raise
 
     async def _send(
-        self, conn: _Conn, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
+        self,
+        conn: _Conn,
+        method: bytes,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        on_sent: Callable[[Instant], None] | None = None,
     ) -> UpstreamResponse:
         conn.received = 0
         if method == b"HEAD":
@@ -249,6 +261,8 @@ class UpstreamPool:
         except OSError as exc:
             raise UpstreamBroken(str(exc) or type(exc).__name__) from None
         sent = self.clock.now()
+        if on_sent is not None:
+            on_sent(sent)
         try:
             while True:
                 event = await self._next_event(conn)

@@ -539,6 +539,26 @@ def _groups_in_place(root: Path) -> Iterator[RunFile]:
             yield run
 
 
+def _run_dir_in_place(run_dir: Path) -> RunFile | None:
+    """A run directory (``DATASET/topology=…/run_id=…``) whose run has journal parts waiting in its dataset's
+    ``_journal`` (a process of the run was killed after an earlier merge): the run file and the parts, read in place
+    as one run. None when nothing waits."""
+    from promcp.store.parts import parts_dir, read_group_in_place  # parts builds on this module
+
+    if not run_dir.name.startswith("run_id=") or not run_dir.parent.name.startswith("topology="):
+        return None
+    root, run_id = run_dir.parent.parent, run_dir.name[len("run_id=") :]
+    if not parts_dir(root, run_id).is_dir():
+        return None
+    try:
+        return read_group_in_place(root, run_id)
+    except RunInProgressError as exc:
+        warnings.warn(f"{exc}; its newest events are not included yet", PromcpWarning, stacklevel=3)
+    except TraceError as exc:
+        warnings.warn(f"{exc}; parts skipped", PromcpWarning, stacklevel=3)
+    return None
+
+
 def _unfinalized(root: Path) -> Iterator[Path]:
     """Journals under ``root`` whose events are not in a Parquet file yet (live ones included)."""
     for journal in iter_journals(root):
@@ -552,7 +572,9 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
 
     Reading never writes: a journal left by a crashed or killed run is read in place (its :class:`RunFile` holds
     the events, ``table``); a run still recording is skipped with a warning. ``finalize_journals=True`` finalizes
-    them into Parquet files first instead (what ``promcp finalize`` does). Files that cannot be used are skipped
+    them into Parquet files first instead (what ``promcp finalize`` does). A run directory (or its events file)
+    whose run has journal parts waiting — a process of the run killed after an earlier merge — is read together
+    with them, as the dataset would be. Files that cannot be used are skipped
     with a :class:`PromcpWarning` naming file and problem; if nothing usable remains, :class:`NotATraceError` (or
     the single file's own error) is raised.
     """
@@ -569,7 +591,8 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
             else:
                 return [read_in_place(path)]
         elif path.suffix == ".parquet":
-            return _inspect(path)
+            grouped = None if finalize_journals else _run_dir_in_place(path.parent)
+            return [grouped] if grouped is not None else _inspect(path)
         else:
             raise NotATraceError(
                 "not a promcp trace: expected a dataset directory, an events.parquet file "
@@ -577,6 +600,9 @@ def discover(path: Path, *, finalize_journals: bool = False) -> list[RunFile]:
                 path=path,
             )
     else:
+        grouped = None if finalize_journals else _run_dir_in_place(path)
+        if grouped is not None:  # a run directory whose run has parts waiting: read with them
+            return [grouped]
         if finalize_journals:
             finalize_pending(path)
         else:

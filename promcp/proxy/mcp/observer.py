@@ -18,7 +18,9 @@ message                            event
                                    re-listing after ``notifications/tools/list_changed``
 ``tools/call``                     S3 (request arrival → forwarded to the server) and S4 (→ response arrival),
                                    wire bytes, the forwarded result's tokens; JSON-RPC errors, ``isError``, a
-                                   crash before the answer, a timeout or a cancellation as its status
+                                   crash before the answer, a timeout or a cancellation as its status. S3 is
+                                   queued as soon as the request was forwarded and S4 when the call ends, so a
+                                   proxy killed mid-call leaves the call in flight (an S3 without S4)
 anything else                      stage ``MCP`` (:func:`promcp.stages.message_event`): requests in either
                                    direction with latency and sizes, notifications with their size, lines that
                                    are not JSON-RPC, answers nobody asked for
@@ -97,6 +99,9 @@ class _Request:
     seen: Seen
     trigger: str | None = None  # tools/list after notifications/tools/list_changed
     attrs: dict[str, Any] = field(default_factory=dict)
+    #: a ``tools/call``'s S3, queued when the request was forwarded (before its answer: a proxy killed mid-call
+    #: still leaves the call in flight in the trace)
+    s3: Deferred | None = None
 
 
 def _id_key(value: Any) -> str:
@@ -376,6 +381,10 @@ class McpObserver:
                 self._pending[key] = req
         if early is not None:
             self._complete(req, *early)
+        elif origin == CLIENT and method == "tools/call" and seen.forwarded is not None:
+            # the call's request event now, not when its answer comes: journaled while the call is in flight
+            req.s3 = self._deferred("s3", self._call_fields(req, None, None, seen.last, None))
+            self._emit_later(req.s3)
 
     def _response(self, origin: str, msg: Mapping[str, Any], seen: Seen) -> None:
         asker = SERVER if origin == CLIENT else CLIENT
@@ -661,6 +670,20 @@ class McpObserver:
     def _tools_call(
         self, req: _Request, result: Any, answer: Seen | None, end: Instant, failure: Failure | None
     ) -> None:
+        measured = self._call_fields(req, result, answer, end, failure)
+        if answer is not None and answer.forwarded is not None and self.relay_ms:
+            # how long the proxy held the answer's last byte before handing it on
+            measured["attrs"]["relay_ms"] = round(answer.last.ms_to(answer.forwarded), 4)
+        if req.s3 is None:
+            self._emit_later(self._deferred("s3", measured))
+        else:  # queued at forward; an answer that raced ahead of the forward's clock moves its end (if not built)
+            req.s3.fields["sent"] = measured["sent"]
+        self._emit_later(self._deferred("s4", measured))
+
+    def _call_fields(
+        self, req: _Request, result: Any, answer: Seen | None, end: Instant, failure: Failure | None
+    ) -> dict[str, Any]:
+        """What the proxy measured of one ``tools/call`` (``answer`` None: none yet, or none came)."""
         params = req.params if isinstance(req.params, Mapping) else {}
         arguments = params.get("arguments")
         measured: dict[str, Any] = {
@@ -683,12 +706,7 @@ class McpObserver:
             measured["arguments"] = arguments
         else:  # not an object: counted as the JSON it is
             measured["arguments_text"] = compact_json(arguments)
-        if answer is not None and answer.forwarded is not None and self.relay_ms:
-            # how long the proxy held the answer's last byte before handing it on
-            measured["attrs"]["relay_ms"] = round(answer.last.ms_to(answer.forwarded), 4)
-
-        self._emit_later(self._deferred("s3", measured))
-        self._emit_later(self._deferred("s4", measured))
+        return measured
 
     # -- plumbing ---------------------------------------------------------------------------------------------
 
