@@ -91,6 +91,22 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="allow --listen on an address other than loopback (anyone who reaches it uses your server)",
     )
+    http.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="also answer requests with this Host header (repeatable; default: loopback names only, others get "
+        "403). It reaches the server unchanged, so the server's own Host check still applies",
+    )
+    http.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also answer browser requests from this Origin, e.g. https://app.example.com (repeatable; '*' any; "
+        "default: loopback origins only, others get 403)",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the server command and its arguments")
     p.set_defaults(func=_run_mcp)
 
@@ -162,6 +178,8 @@ def _run_http(args: argparse.Namespace) -> int:
         host=host,
         port=port,
         allow_remote=args.allow_remote,
+        allow_hosts=args.allow_host,
+        allow_origins=args.allow_origin,
     )
     note = f"run {run_id}" if run_id else "one run per client session"
     return serve(proxy, upstream=args.upstream, run_note=f"{note} in {out}")

@@ -19,6 +19,10 @@ One :class:`ReverseProxy` listens on a loopback port and forwards every request 
   an upstream without WebSocket answers — and the connection is closed; clients that try a WebSocket first (Codex's
   Responses WebSocket) fall back to plain HTTP at once, which is forwarded and recorded.
 * **loopback only** unless ``allow_remote=True`` (the CLI's explicit ``--allow-remote`` flag).
+* **Host / Origin** (``hosts=``, a :class:`~promcp.proxy._hosts.HostPolicy`; the MCP proxy's): a request whose
+  ``Host`` is not a loopback name or whose ``Origin`` is not a loopback origin (unless allowed) gets 403 before its
+  body is read, with one log line; an allowed foreign ``Host`` is sent on unchanged so that the upstream's own check
+  still sees it.
 
 Observation: ``observe(request)`` is called once per request when its body is complete, before it is forwarded,
 and returns an :class:`ExchangeObserver` (or ``None`` to only forward). Its hooks run on the proxy's event loop
@@ -59,6 +63,7 @@ from urllib.parse import urlsplit
 
 from promcp.errors import ConfigError
 from promcp.proxy import _h1
+from promcp.proxy._hosts import HostPolicy
 from promcp.proxy._upstream import (
     UpstreamBroken,
     UpstreamPool,
@@ -112,6 +117,7 @@ _HOP_BY_HOP_BYTES = frozenset(h.encode() for h in _HOP_BY_HOP)
 _REWRITTEN = frozenset({b"host", b"content-length"})
 _REASONS = {
     400: b"Bad Request",
+    403: b"Forbidden",
     413: b"Payload Too Large",
     426: b"Upgrade Required",
     502: b"Bad Gateway",
@@ -209,6 +215,10 @@ class ExchangeObserver:
     #: upstream's body ended (returns what it still holds). Ignored for a response with ``Content-Length``.
     rewrite: Callable[[bytes], bytes] | None = None
 
+    def forwarded(self, at: Instant) -> None:
+        """The request was handed to the upstream in full (before any answer; again if it is sent once more on a
+        fresh connection after a stale keep-alive one)."""
+
     def response(self, response: ProxyResponse) -> None:
         """The upstream's response head (already forwarded)."""
 
@@ -271,6 +281,7 @@ class ReverseProxy:
         clock: Clock = SYSTEM_CLOCK,
         client_timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        hosts: HostPolicy | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -289,6 +300,7 @@ class ReverseProxy:
             parts.netloc.encode("idna") if not parts.netloc.isascii() else parts.netloc.encode()
         )
         self.observe = observe
+        self.hosts = hosts
         self.host, self.port = host, port
         self.max_request_bytes = max_request_bytes
         self.clock = clock
@@ -479,6 +491,14 @@ class ReverseProxy:
         """Serve one request; whether the connection may carry another."""
         received = self.clock.now()
         self.stats.requests += 1
+        if self.hosts is not None and (why := self._refused(head)) is not None:
+            self.stats.errors["forbidden"] = self.stats.errors.get("forbidden", 0) + 1
+            target = head.target.decode("latin-1")[:80]
+            log.warning(
+                "promcp proxy: refused %s %s from %s (403): %s", head.method.decode(), target, client, why
+            )
+            await self._send_own(writer, 403, f"promcp proxy: {why}", close=True)
+            return False
         if any(k == b"expect" and v.lower() == b"100-continue" for k, v in head.headers):
             writer.write(_h1.CONTINUE)
         body, too_large = await self._read_body(parser, reader)
@@ -547,6 +567,13 @@ class ReverseProxy:
             else:  # closed mid-body
                 raise _Abort
 
+    def _refused(self, head: _h1.Head) -> str | None:
+        """Why the Host / Origin policy refuses this request (None: admitted)."""
+        assert self.hosts is not None
+        host = next((v.decode("latin-1") for k, v in head.headers if k == b"host"), None)
+        origin = next((v.decode("latin-1") for k, v in head.headers if k == b"origin"), None)
+        return self.hosts.refusal(host, origin)
+
     def _upstream_headers(self, raw: Sequence[tuple[bytes, bytes]], length: int) -> list[tuple[bytes, bytes]]:
         named = {t.strip() for k, v in raw if k == b"connection" for t in v.lower().split(b",")}
         out = [
@@ -554,7 +581,14 @@ class ReverseProxy:
         ]
         if length or any(k == b"content-length" for k, _ in raw):
             out.append((b"content-length", b"%d" % length))
-        return [(b"host", self._upstream_host), *out]
+        host = self._upstream_host
+        if (
+            self.hosts is not None
+        ):  # an allowed foreign name goes on as it is: the upstream's own check sees it
+            theirs = next((v for k, v in raw if k == b"host"), None)
+            if theirs is not None and self.hosts.forward_host(theirs.decode("latin-1")):
+                host = theirs
+        return [(b"host", host), *out]
 
     async def _forward(
         self,
@@ -569,7 +603,11 @@ class ReverseProxy:
         assert self._pool is not None
         try:
             upstream = await self._pool.request(
-                head.method, head.target, self._upstream_headers(head.headers, len(body)), body
+                head.method,
+                head.target,
+                self._upstream_headers(head.headers, len(body)),
+                body,
+                observer.forwarded if observer is not None else None,
             )
         except UpstreamTimeout as exc:
             outcome.sent = exc.sent
@@ -737,6 +775,13 @@ class _Guarded:
     def _fail(self, hook: str) -> None:
         self.broken = True
         log.exception("promcp proxy: observer %s.%s failed; detached", type(self.inner).__name__, hook)
+
+    def forwarded(self, at: Instant) -> None:
+        if not self.broken:
+            try:
+                self.inner.forwarded(at)
+            except Exception:
+                self._fail("forwarded")
 
     def response(self, response: ProxyResponse) -> None:
         if not self.broken:

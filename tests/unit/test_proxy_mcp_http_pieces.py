@@ -169,7 +169,9 @@ def test_sessions_apart_by_id_same_jsonrpc_ids_each_its_own_run(tmp_path: Path) 
     d.exchange("POST", qa, answer=ra, session="A", sse=True)
     d.exchange("POST", qb, answer=rb, session="B")  # a JSON answer this time
     d.exchange("DELETE", session="A")
-    time.sleep(0.5)
+    deadline = time.monotonic() + 20  # the first run written loads pyarrow (and the recorder its secret scanner)
+    while not _runs(out) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert len(_runs(out)) == 1  # A's run is finalized by its DELETE while B goes on
     d.stop()
     runs = _runs(out)

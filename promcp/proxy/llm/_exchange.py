@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from promcp.proxy._bounded import HEAD_BYTES, TAIL_BYTES, TAIL_FRAMES, HeadTail
 from promcp.proxy._http import ExchangeObserver, Outcome, ProxyRequest, ProxyResponse
 from promcp.stages.clock import Instant
 from promcp.wire import Accumulator, stream_accumulator
@@ -31,11 +31,6 @@ __all__ = ["COUNT_TOKENS", "MAX_BODY_BYTES", "LLMExchange", "api_of"]
 COUNT_TOKENS = "anthropic-count-tokens"
 #: a non-streamed response body larger than this is forwarded but not kept (recorded as unparsed)
 MAX_BODY_BYTES = 64 * 1024 * 1024
-#: a stream's frames read as they come (the start of the answer, the tool calls it opens with)…
-HEAD_BYTES = 1024 * 1024
-#: …then only its last frames are kept (where usage and the stop reason are), by count and by bytes
-TAIL_FRAMES = 256
-TAIL_BYTES = 1024 * 1024
 
 
 def api_of(method: str, path: str) -> str | None:
@@ -77,11 +72,16 @@ class LLMExchange(ExchangeObserver):
         self._decoder: SSEDecoder | NDJSONDecoder | None = None
         self._inflate: Any = None
         self._done = done
-        self._head_bytes = 0
-        self._tail: deque[tuple[Any, int]] = deque()
-        self._tail_bytes = 0
-        self.skipped_frames = 0  # frames between the head and the tail: counted, not read
-        self.skipped_bytes = 0
+        self._bounds: HeadTail[Any] = HeadTail(HEAD_BYTES, TAIL_FRAMES, TAIL_BYTES)
+
+    @property
+    def skipped_frames(self) -> int:
+        """Frames between the head and the tail: counted, not read."""
+        return self._bounds.skipped_frames
+
+    @property
+    def skipped_bytes(self) -> int:
+        return self._bounds.skipped_bytes
 
     @property
     def streamed(self) -> bool:
@@ -139,19 +139,10 @@ class LLMExchange(ExchangeObserver):
             self._take(frame)
 
     def _take(self, frame: Any) -> None:
-        """Read a frame now (the head), or keep it among the last ones (the tail), dropping the oldest kept."""
+        """Read a frame now (the head), or keep it among the last ones (the tail): :mod:`promcp.proxy._bounded`."""
         size = len(frame.data) if isinstance(frame, SSEEvent) else 64  # NDJSON lines arrive decoded
-        if self._head_bytes < HEAD_BYTES:
-            self._head_bytes += size
-            self._feed(frame)
-            return
-        self._tail.append((frame, size))
-        self._tail_bytes += size
-        while len(self._tail) > TAIL_FRAMES or (self._tail_bytes > TAIL_BYTES and len(self._tail) > 1):
-            _old, old_size = self._tail.popleft()
-            self._tail_bytes -= old_size
-            self.skipped_frames += 1
-            self.skipped_bytes += old_size
+        for ready in self._bounds.take(frame, size):
+            self._feed(ready)
 
     def _feed(self, frame: Any) -> None:
         assert self.stream is not None
@@ -173,6 +164,6 @@ class LLMExchange(ExchangeObserver):
         if self._decoder is not None and self.decode_error is None:
             for frame in self._decoder.close():
                 self._take(frame)
-            while self._tail:
-                self._feed(self._tail.popleft()[0])
+            for frame in self._bounds.rest():
+                self._feed(frame)
         self._done(self)

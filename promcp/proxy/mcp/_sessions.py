@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from promcp.events import Status, Topology, Transport
+from promcp.proxy._bounded import HeadTail
 from promcp.proxy._http import ExchangeObserver, Outcome, ProxyRequest, ProxyResponse
 from promcp.proxy.mcp.frames import json_decoder
 from promcp.proxy.mcp.observer import CLIENT, SERVER, McpObserver, Seen, error_failure
@@ -57,11 +58,14 @@ _SESSION_PARAMS = ("sessionId", "session_id")
 #: sessions kept open at once; past it the least recently used one is ended (bounds memory)
 MAX_SESSIONS = 256
 
-_REQ, _HEAD, _CHUNK, _END, _STOP, _MANY = range(6)
+_REQ, _HEAD, _CHUNK, _END, _STOP, _MANY, _SENT, _CHUNKS = range(8)
 #: the longest an exchange's hooks are held on the proxy's loop before the worker sees them (a long tool call, a
 #: GET stream); and the body bytes past which they are handed on at once
 HOLD_S = 0.05
 HOLD_BYTES = 1 << 20
+#: stream bytes queued for the worker and not handled yet, past which a stream's chunks are no longer queued: its
+#: last ones are kept and the rest counted (:class:`promcp.proxy._bounded.HeadTail`) until the worker catches up
+BACKLOG_BYTES = 2 << 20
 
 
 def session_query(target: str) -> str | None:
@@ -120,6 +124,12 @@ class EndpointRewriter:
         return first + rest
 
 
+def _is_stream(head: ProxyResponse) -> bool:
+    """Whether a response is an SSE stream of JSON-RPC messages (a POST's answer, a GET stream)."""
+    kind = (head.header("content-type") or "").split(";")[0].strip().lower()
+    return kind == "text/event-stream" and head.status < 300
+
+
 def _event_end(buffer: bytearray) -> int | None:
     """The index just past the blank line that ends the first SSE event in ``buffer``, or None."""
     ends = [i + len(sep) for sep in (b"\n\n", b"\r\n\r\n", b"\r\r") if (i := buffer.find(sep)) != -1]
@@ -130,12 +140,23 @@ class HttpExchange(ExchangeObserver):
     """The core's observer for one exchange: queues what it sees, nothing more (runs on the proxy's loop)."""
 
     def __init__(
-        self, put: Callable[[tuple[Any, ...]], None], request: ProxyRequest, body_done: Instant
+        self,
+        put: Callable[[tuple[Any, ...]], None],
+        request: ProxyRequest,
+        body_done: Instant,
+        *,
+        room: Callable[[int], bool] | None = None,
+        queued: Callable[[int], None] | None = None,
     ) -> None:
         self.request = request
         self.body_done = body_done
         self.state: _State | None = None  # the worker's
         self._put = put
+        #: an SSE response's chunks are queued within a bound (``room``: whether the worker's backlog can take that
+        #: many more bytes; past it the last chunks are kept and the rest counted): an endless stream costs flat memory
+        self._room, self._queued = room, queued
+        self.bounds: HeadTail[tuple[bytes, Instant]] | None = None
+        self._skipped_seen = 0
         self._held: list[tuple[Any, ...]] | None = [(_REQ, self)]
         self._held_bytes = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -162,6 +183,9 @@ class HttpExchange(ExchangeObserver):
         if held:
             self._put((_MANY, held))
 
+    def forwarded(self, at: Instant) -> None:
+        self._hand((_SENT, self, at))
+
     def response(self, response: ProxyResponse) -> None:
         if (  # a legacy SSE stream: its endpoint event must point back at the proxy
             self.request.method == "GET"
@@ -173,12 +197,32 @@ class HttpExchange(ExchangeObserver):
             host = self.request.header("host")
             if host:
                 self.rewrite = EndpointRewriter(f"http://{host}")
+        if _is_stream(response):
+            self.bounds = HeadTail()
         self._hand((_HEAD, self, response))
 
     def chunk(self, data: bytes, at: Instant) -> None:
-        self._hand((_CHUNK, self, data, at), len(data))
+        bounds = self.bounds
+        if bounds is None:
+            self._hand((_CHUNK, self, data, at), len(data))
+            return
+        room = self._room(len(data) + bounds.held) if self._room is not None else True
+        self._chunks(bounds.take((data, at), len(data), room=room))
+
+    def _chunks(self, ready: list[tuple[bytes, Instant]]) -> None:
+        """Queue a stream's chunks, saying whether chunks before the first were dropped (a gap)."""
+        if not ready or self.bounds is None:
+            return
+        gap = self.bounds.skipped_frames != self._skipped_seen
+        self._skipped_seen = self.bounds.skipped_frames
+        size = sum(len(data) for data, _ in ready)
+        if self._queued is not None:
+            self._queued(size)
+        self._hand((_CHUNKS, self, ready, gap), size)
 
     def end(self, outcome: Outcome) -> None:
+        if self.bounds is not None:
+            self._chunks(self.bounds.rest())
         self._hand((_END, self, outcome))
         self._release()
 
@@ -208,6 +252,7 @@ class _State:
     fed: bool = False
     decoder: SSEDecoder | None = None
     event_start: Instant | None = None
+    resync: bool = False  # chunks were dropped: skip to the next event boundary
     body: bytearray | None = None
     body_dropped: bool = False
     first_at: Instant | None = None
@@ -251,13 +296,30 @@ class HttpSessions:
         self._unbound: _Session | None = None
         self._shared: Recorder | None = None
         self._decode = json_decoder()
+        self._queued_bytes = 0  # stream bytes the loop queued (written by the loop only)…
+        self._handled_bytes = 0  # …and the worker handled (written by the worker only)
+        self.peak_backlog = 0  # the most stream bytes queued and not handled at once
         self._worker = threading.Thread(target=self._work, name="promcp-mcp-http", daemon=True)
         self._worker.start()
 
     # -- the loop's side ------------------------------------------------------------------------------------------
 
     def observe(self, request: ProxyRequest, body_done: Instant) -> HttpExchange:
-        return HttpExchange(self._queue.put, request, body_done)
+        return HttpExchange(
+            self._queue.put,
+            request,
+            body_done,
+            room=self._room,
+            queued=self._count_queued,
+        )
+
+    def _room(self, size: int) -> bool:
+        """Whether the worker's backlog of stream chunks has room for ``size`` more bytes."""
+        return self._queued_bytes - self._handled_bytes + size <= BACKLOG_BYTES
+
+    def _count_queued(self, size: int) -> None:
+        self._queued_bytes += size
+        self.peak_backlog = max(self.peak_backlog, self._queued_bytes - self._handled_bytes)
 
     def stop(self, at: Instant) -> None:
         """End every session (after what is queued) and wait for the worker."""
@@ -291,6 +353,10 @@ class HttpSessions:
             ex: HttpExchange = item[1]
             if kind == _REQ:
                 self._request(ex)
+            elif kind == _SENT:
+                self._sent(ex, item[2])
+            elif kind == _CHUNKS:
+                self._stream_chunks(ex, item[2], item[3])
             elif kind == _HEAD:
                 self._head(ex, item[2])
             elif kind == _CHUNK:
@@ -455,6 +521,14 @@ class HttpSessions:
         elif state.message is not None:  # a batch is split by the observer
             session.observer.message(CLIENT, state.message, seen)
 
+    def _sent(self, ex: HttpExchange, at: Instant) -> None:
+        """The request reached the server: its messages go to the observer now, before any answer (a ``tools/call``
+        is journaled while in flight)."""
+        state = ex.state
+        assert state is not None
+        if state.session is not None:
+            self._feed_client(ex, state.session, at)
+
     def _opened(
         self,
         session: _Session,
@@ -469,8 +543,7 @@ class HttpSessions:
         state = ex.state
         assert state is not None
         state.head = head
-        kind = (head.header("content-type") or "").split(";")[0].strip().lower()
-        streamed = kind == "text/event-stream"
+        streamed = _is_stream(head)
         session = state.session
         if session is None:  # a GET without a session: a legacy SSE stream, or a server refusing it
             if head.status < 300 and streamed:
@@ -485,7 +558,7 @@ class HttpSessions:
                 session.initializing = False
             self._opened(session, head.started, attrs=self._ready_attrs(head, session))
             self._feed_client(ex, session, head.sent)
-        if streamed and head.status < 300:
+        if streamed:
             state.decoder = SSEDecoder(self.max_message)
         elif ex.request.method in ("POST", "DELETE") or head.status >= 400:
             state.body = bytearray()
@@ -505,6 +578,12 @@ class HttpSessions:
         state.last_at = at
         decoder = state.decoder
         if decoder is not None:
+            if state.resync:  # after a gap: what is left of a cut event is dropped with it
+                end = _event_end(bytearray(data))
+                if end is None:
+                    return
+                data, state.resync, state.event_start = data[end:], False, None
+                state.decoder = decoder = SSEDecoder(self.max_message)
             start = at if decoder.idle or state.event_start is None else state.event_start
             events = decoder.feed(data)
             for i, event in enumerate(events):
@@ -516,6 +595,18 @@ class HttpSessions:
                 state.body = bytearray()
             else:
                 state.body += data
+
+    def _stream_chunks(self, ex: HttpExchange, chunks: list[tuple[bytes, Instant]], gap: bool) -> None:
+        """A stream's chunks, in order; ``gap``: chunks before the first were dropped (counted, not read)."""
+        state = ex.state
+        assert state is not None
+        try:
+            if gap:
+                state.resync = True
+            for data, at in chunks:
+                self._chunk(ex, data, at)
+        finally:
+            self._handled_bytes += sum(len(data) for data, _ in chunks)
 
     def _event(
         self, ex: HttpExchange, state: _State, name: str, data: str, first: Instant, last: Instant
@@ -574,12 +665,16 @@ class HttpSessions:
             if why is not None:
                 session.observer.close_requests(CLIENT, state.request_ids, outcome.end, why)
         status = outcome.status
-        if req.method == "GET" or req.method == "DELETE":
+        bounds = ex.bounds
+        skipped = bounds.skipped_frames if bounds is not None else 0
+        if req.method == "GET" or req.method == "DELETE" or skipped:
             attrs: dict[str, Any] = {"http_method": req.method, "http_status": status}
-            if req.method == "GET":
+            if req.method != "DELETE":
                 attrs.update(stream_messages=state.stream_messages, stream_bytes=state.stream_bytes)
                 if state.legacy:
                     attrs["legacy_sse"] = True
+            if bounds is not None and skipped:  # a stream faster than the recording: what it skipped, counted
+                attrs.update(stream_chunks_not_read=skipped, stream_bytes_not_read=bounds.skipped_bytes)
             end_failure = failure
             if req.method == "GET" and outcome.error in ("client_disconnected", "proxy_closed"):
                 # a client closing its event stream (or the proxy stopping) is how a stream ends

@@ -12,6 +12,12 @@ one is read, credential headers never seen by the recording side. What passes is
     with McpHttpProxy("http://127.0.0.1:3001/mcp", out="traces", name="everything") as proxy:
         ...  # point the client at proxy.url
 
+DNS rebinding: only requests whose ``Host`` is a loopback name and whose ``Origin`` (when a browser sent one) is a
+loopback origin are relayed; others get 403 and one log line (``allow_hosts`` / ``allow_origins``, the CLI's
+``--allow-host`` / ``--allow-origin``, widen it). An allowed foreign ``Host`` reaches the server unchanged, so a
+server's own check (the mcp SDK's ``TransportSecuritySettings``) keeps working behind the proxy
+(:mod:`promcp.proxy._hosts`).
+
 Runs: one per client session (each ``Mcp-Session-Id`` or legacy SSE session is its own run, finalized when the
 session ends) unless ``run_id`` is given — then every session writes one part of that run (``promcp record``, or
 ``--run-id`` / ``$PROMCP_RUN_ID``).
@@ -24,12 +30,13 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+from promcp.proxy._hosts import HostPolicy
 from promcp.proxy._http import ProxyRequest, ReverseProxy
 from promcp.proxy.mcp._sessions import SOURCE, HttpExchange, HttpSessions
 from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME
@@ -74,6 +81,8 @@ class McpHttpProxy:
         allow_remote: bool = False,
         clock: Clock = SYSTEM_CLOCK,
         meta: Mapping[str, Any] | None = None,
+        allow_hosts: Sequence[str] = (),
+        allow_origins: Sequence[str] = (),
     ) -> None:
         self.http = ReverseProxy(
             upstream,
@@ -83,6 +92,7 @@ class McpHttpProxy:
             allow_remote=allow_remote,
             read_timeout_s=STREAM_SILENCE_S,
             clock=clock,
+            hosts=HostPolicy(allow_hosts, allow_origins),
         )
         self.name = name or urlsplit(upstream).hostname or "server"
         self.clock = clock
