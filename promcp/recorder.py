@@ -43,7 +43,7 @@ from promcp.content import (
 )
 from promcp.errors import PromcpError, StorageError
 from promcp.events import Event, Topology
-from promcp.redact import DEFAULT_PREVIEW_CHARS, preview
+from promcp.redact import DEFAULT_PREVIEW_CHARS, preview, warm_scanner
 from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
 from promcp.store.parts import finalize_group, group_lock, new_part_path
 
@@ -188,6 +188,8 @@ class Recorder:
         self._listener: Callable[[Event], None] | None = None
         self.result_path: Path | None = None
         self._closed = False
+        if self.content != "none":  # previews are redacted: the secret scanner loads meanwhile (promcp/redact.py)
+            warm_scanner()
 
     # -- emitting -----------------------------------------------------------------------------------------------
 

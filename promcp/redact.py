@@ -10,7 +10,14 @@
 * **Surface patterns** on the text: API keys by their published prefixes (OpenAI/Anthropic ``sk-``, Stripe
   ``sk_live_``, GitHub, GitLab, Slack, AWS ``AKIA``, Google ``AIza`` / ``ya29.``), bearer/basic credentials, JWTs,
   private-key blocks, passwords in URLs, ``KEY=value`` / ``"key": "value"`` assignments (escaped quotes included),
-  phrases such as "the password is …", and e-mail addresses.
+  phrases such as "the password is …" or "password hunter2", and e-mail addresses.
+* **A scanner's pattern set** on the text, as secret scanners find secrets in free text: every vendor-token
+  detector of Yelp's `detect-secrets <https://github.com/Yelp/detect-secrets>`_ (a maintained set: AWS, Azure,
+  GitHub, GitLab, Slack, Stripe, Twilio, SendGrid, npm, PyPI, Discord, Telegram, Mailchimp, Artifactory, IBM,
+  Cloudant, Softlayer, Square, OpenAI, JWT, basic auth in URLs…; the public-IP detector aside, an address is no
+  secret), and its high-entropy rule (Shannon entropy of a base64-alphabet token at or over its default limit,
+  4.5) applied to tokens of 20–128 characters that mix letters and digits — an AWS secret access key with no key
+  name beside it is caught by that. detect-secrets is imported on first use (~0.5 s, once per process).
 
 Placeholders say what was there (``<api-key>``, ``<jwt>``, ``<redacted>``, ``<email>``). What is stored where, and
 the content modes, are documented in docs/events.md (Secrets and what is stored).
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,6 +58,11 @@ _ASSIGNMENT = re.compile(rf"(?P<key>{_SECRET_WORD}{_Q}\s*[:=]\s*){_VALUE}")
 _PHRASE = re.compile(
     r"(?P<key>\b(?:password|passphrase|passcode|pin|secret|api key|access key|token)\s+(?:is|was|=|:)\s+)"
     r"(?P<value>[\"']?[^\s\"',;]{3,}[\"']?)"
+)
+#: "password hunter2": a password word, then at once a word that is no plain word (a digit or a symbol in it)
+_BARE_PASSWORD = re.compile(
+    r"(?P<key>\b(?:password|passwd|passphrase|passcode|pwd)\s+)"
+    r"(?P<value>(?=[^\s\"',;]*[0-9!#$%^&*+=?@~|/\\_-])[^\s\"',;]{3,})"
 )
 
 #: (words of which one must occur in the lower-cased text, pattern, replacement): the words are a cheap test that
@@ -123,7 +136,7 @@ def _maybe_keyed(low: str) -> bool:
 
 
 def redact_surface(text: str) -> str:
-    """``text`` with every surface pattern replaced (no parsing)."""
+    """``text`` with every surface pattern replaced (no parsing), then the scanner's (:func:`redact_scanned`)."""
     low = text.lower()
     for words, pattern, replacement in _PATTERNS:
         if any(w in low for w in words):
@@ -131,7 +144,134 @@ def redact_surface(text: str) -> str:
     if _maybe_keyed(low):
         text = _sub_keyed(_ASSIGNMENT, text, text.lower())
         text = _sub_keyed(_PHRASE, text, text.lower())
-    return text
+        text = _sub_keyed(_BARE_PASSWORD, text, text.lower())
+    return redact_scanned(text)
+
+
+#: a token in the base64 alphabet (detect-secrets' high-entropy charset, plus ``_`` and ``-`` of URL-safe base64)
+_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{20,}")
+_TOKEN_MAX = 128  # longer runs are data (an image, a blob), not a credential
+_SCANNER_KEEP = "\t\r\n \"'=:"  # context some detectors' patterns include at their edges
+
+
+#: a cheap test per detector (words, one of which its match must contain; lower-case ones are looked for in the
+#: lower-cased text, others in the text itself) that skips its scan on text
+#: that cannot match: the keyword detectors' patterns try every position. A detector not named here (a newer
+#: detect-secrets) always runs.
+_DETECTOR_WORDS: Final[dict[str, tuple[str, ...]]] = {
+    "ArtifactoryDetector": ("akc", "ap"),
+    "AWSKeyDetector": ("aws", "akia", "asia", "abia", "acca", "a3t"),
+    "AzureStorageKeyDetector": ("accountkey",),
+    "BasicAuthDetector": ("://",),
+    "CloudantDetector": ("key", "pw", "pass", "token"),
+    "DiscordBotTokenDetector": (".",),
+    "GitHubTokenDetector": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "GitLabTokenDetector": ("gl", "gr1348941"),
+    "IbmCloudIamDetector": ("key", "pw", "pass", "token"),
+    "IbmCosHmacDetector": ("secret",),
+    "JwtTokenDetector": ("eyj",),
+    "MailchimpDetector": ("-us",),
+    "NpmDetector": ("_authtoken",),
+    "OpenAIDetector": ("t3blbkfj",),
+    "PrivateKeyDetector": ("private key", "putty"),
+    "PypiTokenDetector": ("pypi-",),
+    "SendGridDetector": ("sg.",),
+    "SlackDetector": ("xox", "hooks.slack.com"),
+    "SoftlayerDetector": ("key", "pw", "pass", "token", "softlayer"),
+    "SquareOAuthDetector": ("sq0csp",),
+    "StripeDetector": ("k_live_",),
+    "TelegramBotTokenDetector": (":",),
+    "TwilioKeyDetector": ("AC", "SK"),  # upper case: looked for in the text itself
+}
+
+
+class _Scanner:
+    """detect-secrets' regex detectors and entropy rule, loaded once."""
+
+    def __init__(self) -> None:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.plugins.base import RegexBasedDetector
+        from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+
+        plugins = get_mapping_from_secret_type_to_class().values()
+        #: (words, pattern): scan with ``pattern`` when the lower-cased text holds one of ``words`` (None: always)
+        self.patterns: list[tuple[tuple[str, ...] | None, re.Pattern[str]]] = [
+            (_DETECTOR_WORDS.get(plugin.__name__), pattern)
+            for plugin in sorted(plugins, key=lambda p: p.__name__)
+            if issubclass(plugin, RegexBasedDetector) and plugin.__name__ != "IPPublicDetector"
+            for pattern in plugin.denylist
+        ]
+        entropy = Base64HighEntropyString()
+        self.entropy = entropy.calculate_shannon_entropy
+        self.limit = float(entropy.entropy_limit)
+
+
+_scanner: _Scanner | None = None
+_scanner_lock = threading.Lock()
+
+
+def _get_scanner() -> _Scanner:
+    global _scanner
+    if _scanner is None:
+        with _scanner_lock:
+            if _scanner is None:
+                _scanner = _Scanner()
+    return _scanner
+
+
+def warm_scanner() -> None:
+    """Load the scanner on a thread of its own now (a recorder does, so that its first redaction does not wait)."""
+    if _scanner is None:
+        threading.Thread(target=_get_scanner, name="promcp-redact-warm", daemon=True).start()
+
+
+def _secret_span(match: re.Match[str]) -> tuple[int, int]:
+    """What of a detector's match is the secret: its first group when the pattern captures one after some context
+    (``aws…key = "(…)"``, ``://user:(…)@``), else the match without the separators at its edges."""
+    if match.re.groups and match.group(1) and match.start(1) > match.start():
+        return match.span(1)
+    start, end = match.span()
+    text = match.string
+    while start < end and text[start] in _SCANNER_KEEP:
+        start += 1
+    while end > start and text[end - 1] in _SCANNER_KEEP:
+        end -= 1
+    return start, end
+
+
+def _high_entropy(token: str, scanner: _Scanner) -> bool:
+    return (
+        len(token) <= _TOKEN_MAX
+        and any(c.isdigit() for c in token)
+        and any(c.isalpha() for c in token)
+        and scanner.entropy(token) >= scanner.limit
+    )
+
+
+def redact_scanned(text: str) -> str:
+    """``text`` with what the scanner's detectors find replaced by ``<secret>``."""
+    scanner = _get_scanner()
+    low = text.lower()
+    spans = [
+        _secret_span(m)
+        for words, pattern in scanner.patterns
+        if words is None or any(w in (low if w.islower() else text) for w in words)
+        for m in pattern.finditer(text)
+    ]
+    spans += [m.span() for m in _TOKEN.finditer(text) if _high_entropy(m.group(), scanner)]
+    spans = [(a, b) for a, b in spans if b > a]
+    if not spans:
+        return text
+    out: list[str] = []
+    at = 0
+    for start, end in sorted(spans):
+        if end <= at:
+            continue
+        start = max(start, at)
+        out += [text[at:start], "<secret>"]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
 
 
 def _parse_worthy(text: str) -> bool:

@@ -23,6 +23,9 @@ SECRETS = [
     "s3cr3t-in-url",
     "correct horse battery staple",
     "alice@example.com",
+    "AKIAIOSFODNN7EXAMPLE",
+    "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "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",
 ]
 
 #: one case per class of input, each holding a secret a test above names
@@ -46,6 +49,12 @@ CASES = [
     '{"config": {"db": {"Password": "correct horse battery staple"}}}',
     "password = 'correct horse battery staple'",
     "mail alice@example.com please",
+    # free text, no key name beside the secret (issue 23, item 12): a bare password, an AWS secret access key
+    "ok, password hunter2-Pa55 then",
+    "the aws creds are AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY, rotate them",
+    # detect-secrets' vendor detectors (a maintained set, not promcp's own list)
+    "alerts via xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx today",
+    "mail key 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 ok",
 ]
 
 
@@ -62,6 +71,10 @@ def test_secrets_are_removed(text: str) -> None:
         '{"max_tokens": 1024, "tokenizer": "o200k_base", "author": "Bob", "input_tokens": 12345}',
         "tokens_in=512 and max_tokens: 2048",
         '{"name": "get_weather", "inputSchema": {"properties": {"api_key": {"type": "string"}}}}',
+        # what the free-text rules must leave alone: plain words after "password", hashes, ids, paths, names
+        "open the password manager and reset the password field",
+        "commit da39a3ee5e6b4b0d3255bfef95601890afd80709 fixed /usr/lib/python3.11/site-packages/foo",
+        "request 550e8400-e29b-41d4-a716-446655440000 hit getMaxConcurrentRequestsPerHost at 10.0.0.1",
     ],
 )
 def test_ordinary_fields_are_kept(text: str) -> None:

@@ -1,0 +1,31 @@
+"""Secrets in free text never reach a file (issue 23, item 12): planted through ``promcp proxy mcp`` and ``promcp
+import`` in each content mode (tests/secret_scan.py), then every file written is read back and searched. ``redacted``
+and ``none``: none anywhere; ``full``: the content files keep the texts verbatim (what ``full`` means), the event
+files (previews) still hold none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.secret_scan import EVERYTHING, MODES, record_import, record_proxy, scan, wait_merged
+
+pytestmark = pytest.mark.servers
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_planted_secret_in_any_file_written(mode: str, tmp_path: Path) -> None:
+    if not EVERYTHING.exists():
+        pytest.skip("mcp-server-everything is not installed (run `make install`)")
+    out = tmp_path / "ds"
+    record_proxy(out, mode)
+    record_import(out, mode, tmp_path)
+    wait_merged(out)
+    found = scan(out)
+    assert any(f.endswith("events.parquet") for f in found["files"]), found["files"]
+    assert found["events"] == [], found
+    if mode == "full":
+        assert "password" in found["content"]  # verbatim, as asked
+    else:
+        assert found["content"] == [], found
