@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterable
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
@@ -193,14 +194,14 @@ class _Scanner:
         from detect_secrets.plugins.base import RegexBasedDetector
         from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 
-        plugins = get_mapping_from_secret_type_to_class().values()
-        #: (words, pattern): scan with ``pattern`` when the lower-cased text holds one of ``words`` (None: always)
-        self.patterns: list[tuple[tuple[str, ...] | None, re.Pattern[str]]] = [
-            (_DETECTOR_WORDS.get(plugin.__name__), pattern)
-            for plugin in sorted(plugins, key=lambda p: p.__name__)
-            if issubclass(plugin, RegexBasedDetector) and plugin.__name__ != "IPPublicDetector"
-            for pattern in plugin.denylist
-        ]
+        plugins: list[type[Any]] = list(get_mapping_from_secret_type_to_class().values())
+        #: (words, pattern): scan with ``pattern`` when the text holds one of ``words`` (None: always)
+        self.patterns: list[tuple[tuple[str, ...] | None, re.Pattern[str]]] = []
+        for plugin in sorted(plugins, key=lambda p: p.__name__):
+            if issubclass(plugin, RegexBasedDetector) and plugin.__name__ != "IPPublicDetector":
+                # a class attribute of every such detector (typed as an abstract property in detect-secrets)
+                denylist: Iterable[re.Pattern[str]] = getattr(plugin, "denylist", ())
+                self.patterns += [(_DETECTOR_WORDS.get(plugin.__name__), pattern) for pattern in denylist]
         entropy = Base64HighEntropyString()
         self.entropy = entropy.calculate_shannon_entropy
         self.limit = float(entropy.entropy_limit)

@@ -4,13 +4,19 @@ hold and what they lose under an endless stream, slow senders and many senders. 
 * ``endless stream`` — ``promcp proxy llm`` (a real subprocess) relays an SSE stream that never ends (an asyncio
   upstream on loopback sending 1 KB text deltas as fast as the client reads them) for ``--stream-s`` seconds; the
   proxy's RSS is sampled every second (``/proc/<pid>/status``, VmRSS): first sample, peak, last; the client's bytes.
+* ``endless stream (proxy mcp)`` — the same for ``promcp proxy mcp --upstream``: a tools/call answered by an SSE
+  stream of progress notifications that never ends (the HTTP MCP proxy's recording backlog is bounded).
+* ``secrets scan`` — per content mode, fake credentials written in free text (a password, AWS's example key pair,
+  GitHub, Slack, SendGrid, a URL password, a JWT) recorded through ``promcp proxy mcp`` (stdio, the npm ``everything``
+  server's echo tool) and ``promcp import``; every file written is read back (Parquet as tables) and searched:
+  secrets found in the event files and in the content files (``full`` keeps content verbatim, by definition).
 * ``slowloris`` — ``promcp collect`` (in process, ``timeout_s=--timeout``) gets ``--slow`` sockets that send half a
   request head and stop; after the timeout plus one second, how many are still held open by the receiver.
 * ``200 senders`` — ``--senders`` threads, each its own connection, POST OTLP log batches to ``promcp collect`` for
   ``--senders-s`` seconds, retrying a 503 after its Retry-After (as exporters do): batches answered 200, events
   recorded (expected: every acknowledged batch's), connection resets and refusals.
 
-    .venv/bin/python tests/perf/bench_reliability.py [--stream-s 60] [--senders 200] [--senders-s 20]
+    .venv/bin/python tests/perf/bench_reliability.py [--stream-s 60] [--senders 200] [--senders-s 20] [--only mcp …]
 """
 
 from __future__ import annotations
@@ -64,18 +70,47 @@ async def _endless_upstream(reader: asyncio.StreamReader, writer: asyncio.Stream
         writer.close()
 
 
-def endless_stream(seconds: float) -> dict[str, Any]:
-    """RSS of a ``promcp proxy llm`` process relaying a never-ending stream."""
+async def _endless_mcp_upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An MCP server answering a tools/call with an SSE stream of progress notifications that never ends."""
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    await reader.readexactly(length)
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nmcp-session-id: s1\r\n"
+        b"transfer-encoding: chunked\r\n\r\n"
+    )
+    event = (
+        b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,'
+        b'"progress":1,"message":"' + b"x" * 200 + b'"}}\n\n'
+    )
+    chunk = b"%x\r\n%s\r\n" % (len(event) * 16, event * 16)
+    try:
+        while True:
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+
+
+def endless_stream(seconds: float, kind: str = "llm") -> dict[str, Any]:
+    """RSS of a ``promcp proxy llm`` (``kind="llm"``) or ``promcp proxy mcp --upstream`` (``"mcp"``) process
+    relaying a never-ending stream."""
     loop = asyncio.new_event_loop()
-    server = loop.run_until_complete(asyncio.start_server(_endless_upstream, "127.0.0.1", 0))
+    upstream = _endless_upstream if kind == "llm" else _endless_mcp_upstream
+    server = loop.run_until_complete(asyncio.start_server(upstream, "127.0.0.1", 0))
     up_port = server.sockets[0].getsockname()[1]
     threading.Thread(target=loop.run_forever, daemon=True).start()
     out = Path(tempfile.mkdtemp(prefix="promcp-bench-rel-"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    target = f"http://127.0.0.1:{up_port}" + ("/mcp" if kind == "mcp" else "")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "promcp.cli", "proxy", "llm", "--upstream", f"http://127.0.0.1:{up_port}",
+        [sys.executable, "-m", "promcp.cli", "proxy", kind, "--upstream", target,
          "--listen", f"127.0.0.1:{port}", "--out", str(out)],
         stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -89,13 +124,19 @@ def endless_stream(seconds: float) -> dict[str, Any]:
                 break
             except OSError:
                 time.sleep(0.2)
-        body = (
-            b'{"model":"claude-x","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
-        )
-        client.sendall(
-            b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-            b"content-length: %d\r\n\r\n%s" % (len(body), body)
-        )
+        if kind == "llm":
+            body = b'{"model":"claude-x","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
+            client.sendall(
+                b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+        else:
+            body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}'
+            client.sendall(
+                b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                b"accept: application/json, text/event-stream\r\nmcp-session-id: s1\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body)
+            )
         start = next_sample = time.monotonic()
         while time.monotonic() - start < seconds:
             received += len(client.recv(1 << 20))
@@ -103,12 +144,16 @@ def endless_stream(seconds: float) -> dict[str, Any]:
                 samples.append(_rss_mb(proc.pid))
                 next_sample += 1.0
         client.close()
+        time.sleep(2.0)  # the stream ended: what is still held
+        after = _rss_mb(proc.pid)
     finally:
+        stop = time.monotonic()
         proc.terminate()
-        proc.wait(timeout=60)
+        proc.wait(timeout=120)
+        stopped = time.monotonic() - stop
         loop.call_soon_threadsafe(loop.stop)
     return {"seconds": seconds, "MB relayed": received / 1e6, "RSS first": samples[0], "RSS peak": max(samples),
-            "RSS last": samples[-1]}  # fmt: skip
+            "RSS last": samples[-1], "RSS 2 s after": after, "stop s": stopped}  # fmt: skip
 
 
 def slowloris(n: int, timeout_s: float) -> dict[str, Any]:
@@ -187,6 +232,25 @@ def senders(n: int, seconds: float) -> dict[str, Any]:
             "refused": stats.refused_connections}  # fmt: skip
 
 
+def secret_scan() -> list[tuple[str, dict[str, Any]]]:
+    """Per content mode: secrets planted in free text through ``promcp proxy mcp`` and ``promcp import``, and how
+    many a scan of every file written finds (tests/secret_scan.py)."""
+    from tests.secret_scan import MODES, SECRETS, record_import, record_proxy, scan, wait_merged
+
+    rows = []
+    for mode in MODES:
+        tmp = Path(tempfile.mkdtemp(prefix="promcp-bench-secrets-"))
+        out = tmp / "ds"
+        record_proxy(out, mode)
+        record_import(out, mode, tmp)
+        wait_merged(out)
+        found = scan(out)
+        rows.append((f"secrets scan (--content {mode})", {
+            "planted": len(SECRETS), "files": len(found["files"]), "found in events": len(set(found["events"])),
+            "found in content": len(set(found["content"]))}))  # fmt: skip
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stream-s", type=float, default=60.0)
@@ -194,12 +258,25 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--senders", type=int, default=200)
     parser.add_argument("--senders-s", type=float, default=20.0)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=["llm", "mcp", "slowloris", "senders", "secrets"],
+        help="run only these rows",
+    )
     args = parser.parse_args()
-    rows = [
-        ("endless stream (proxy llm)", endless_stream(args.stream_s)),
-        ("slowloris (collect)", slowloris(args.slow, args.timeout)),
-        ("many senders (collect)", senders(args.senders, args.senders_s)),
-    ]
+    wanted = set(args.only or ["llm", "mcp", "slowloris", "senders", "secrets"])
+    rows = []
+    if "llm" in wanted:
+        rows.append(("endless stream (proxy llm)", endless_stream(args.stream_s)))
+    if "mcp" in wanted:
+        rows.append(("endless stream (proxy mcp)", endless_stream(args.stream_s, "mcp")))
+    if "slowloris" in wanted:
+        rows.append(("slowloris (collect)", slowloris(args.slow, args.timeout)))
+    if "senders" in wanted:
+        rows.append(("many senders (collect)", senders(args.senders, args.senders_s)))
+    if "secrets" in wanted:
+        rows += secret_scan()
     print(f"{'measurement':<28} figures")
     for name, row in rows:
         print(
