@@ -169,7 +169,9 @@ def test_sessions_apart_by_id_same_jsonrpc_ids_each_its_own_run(tmp_path: Path) 
     d.exchange("POST", qa, answer=ra, session="A", sse=True)
     d.exchange("POST", qb, answer=rb, session="B")  # a JSON answer this time
     d.exchange("DELETE", session="A")
-    deadline = time.monotonic() + 20  # the first run written loads pyarrow (and the recorder its secret scanner)
+    deadline = (
+        time.monotonic() + 20
+    )  # the first run written loads pyarrow (and the recorder its secret scanner)
     while not _runs(out) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(_runs(out)) == 1  # A's run is finalized by its DELETE while B goes on
@@ -258,3 +260,28 @@ def test_legacy_sse_session_from_its_endpoint_event(tmp_path: Path, run_id: str 
     assert ev.loc[ev["stage"] == "S4", "status"].tolist() == ["ok"]
     stream = ev[(ev["stage"] == "MCP") & ev["mcp_method"].isna()].iloc[0]
     assert json.loads(stream["attrs"])["ended_by"] == "client" and stream["status"] == "ok"
+
+
+def test_a_late_message_for_an_ended_session_goes_into_that_sessions_run(tmp_path: Path) -> None:
+    """A client's notifications/cancelled that reaches the proxy after its DELETE ended the session (the mcp SDK
+    sends both as it gives up on a call) is written into the session's run, not a run of its own."""
+    out = tmp_path / "ds"
+    d = Driver(out)
+    d.exchange("POST", _init(1), answer=_init_result(1), sse=True, new_session="A")
+    q, _r = _call(2, "alpha")
+    d.exchange("POST", q, status=202, session="A")  # accepted; the answer would come on a stream
+    d.exchange("DELETE", session="A")
+    cancel = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "t"},
+    }
+    d.exchange("POST", cancel, status=404, session="A")  # the server forgot the session
+    d.stop()
+    deadline = time.monotonic() + 20
+    while list(out.glob("_journal/*.parts/*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    (ev,) = _runs(out)
+    assert "notifications/cancelled" in set(ev["mcp_method"])
+    s4 = ev[ev["stage"] == "S4"].iloc[0]
+    assert s4["error_type"] == "session_closed"  # the DELETE ended the call; the late cancel changes nothing

@@ -21,7 +21,9 @@ docs/proxy.md "Overhead"); instants are taken when the bytes pass, so holding ch
 
 A session ends with a ``DELETE``, with its legacy SSE stream, with a 404 for its id (the server forgot it) or when
 the proxy stops; its run is then finalized (one run per session, unless a run id was given: then every session
-writes one part of that run).
+writes one part of that run). An exchange that names a session after it ended (a ``notifications/cancelled`` the
+client sent as it gave up, arriving after its DELETE) writes one more part of that session's run, merged into its
+run file when the exchange ends.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import queue
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +60,8 @@ SESSION_HEADER = "mcp-session-id"
 _SESSION_PARAMS = ("sessionId", "session_id")
 #: sessions kept open at once; past it the least recently used one is ended (bounds memory)
 MAX_SESSIONS = 256
+#: ended sessions whose run a late message (a notifications/cancelled sent after the session ended) still finds
+ENDED_KEPT = 1024
 
 _REQ, _HEAD, _CHUNK, _END, _STOP, _MANY, _SENT, _CHUNKS = range(8)
 #: the longest an exchange's hooks are held on the proxy's loop before the worker sees them (a long tool call, a
@@ -238,6 +243,9 @@ class _Session:
     initializing: bool = False
     ended: bool = False
     used: float = field(default_factory=time.monotonic)
+    late: bool = (
+        False  # an exchange naming a session that had ended: written into that session's run, then ended
+    )
 
 
 @dataclass
@@ -295,6 +303,7 @@ class HttpSessions:
         self._live: list[_Session] = []
         self._unbound: _Session | None = None
         self._shared: Recorder | None = None
+        self._ended: OrderedDict[tuple[str, str], str] = OrderedDict()  # an ended session's key → its own run
         self._decode = json_decoder()
         self._queued_bytes = 0  # stream bytes the loop queued (written by the loop only)…
         self._handled_bytes = 0  # …and the worker handled (written by the worker only)
@@ -421,6 +430,36 @@ class HttpSessions:
             )
         return session
 
+    def _late(self, key: tuple[str, str], transport: Transport) -> _Session | None:
+        """A session for one exchange that names a session which already ended in its own run (a client's
+        ``notifications/cancelled`` that comes after the DELETE): it writes one more part of that run (merged into
+        its run file when the exchange ends) instead of opening a run of its own."""
+        run_id = self._ended.get(key)
+        if run_id is None:
+            return None
+        recorder = Recorder(
+            self.out,
+            topology=Topology.C_OTS,
+            source=SOURCE,
+            run_id=run_id,
+            part=f"mcp-{self.name}",
+            content=self.content,
+            max_content_bytes=self.max_content_bytes,
+            meta=self.meta,
+        )
+        observer = McpObserver(
+            recorder,
+            server=self.name,
+            transport=transport,
+            tokenizer=self.tokenizer,
+            timeout_s=self.timeout_s,
+            relay_ms=False,
+        )
+        observer.on_error = self.say
+        session = _Session(observer, recorder, True, key=key, born_here=False, late=True)
+        self._live.append(session)
+        return session
+
     def _bind(self, session: _Session, key: tuple[str, str]) -> None:
         session.key = key
         self._bound[key] = session
@@ -450,6 +489,10 @@ class HttpSessions:
         if self._unbound is session:
             self._unbound = None
         session.observer.ended(at, failure)
+        if session.own_recorder and session.key is not None and not session.late:
+            self._ended[session.key] = session.recorder.run_id
+            while len(self._ended) > ENDED_KEPT:
+                self._ended.popitem(last=False)
         if session.own_recorder:
             try:
                 session.recorder.close()
@@ -475,10 +518,18 @@ class HttpSessions:
         legacy = session_query(req.target)
         if named:
             key = ("http", named)
-            session = self._bound.get(key) or self._new(Transport.STREAMABLE_HTTP, key, born_here=False)
+            session = (
+                self._bound.get(key)
+                or self._late(key, Transport.STREAMABLE_HTTP)
+                or self._new(Transport.STREAMABLE_HTTP, key, born_here=False)
+            )
         elif legacy:
             key = ("sse", legacy)
-            session = self._bound.get(key) or self._new(Transport.SSE, key, born_here=False)
+            session = (
+                self._bound.get(key)
+                or self._late(key, Transport.SSE)
+                or self._new(Transport.SSE, key, born_here=False)
+            )
         elif req.method == "GET":
             session = None  # a legacy SSE stream opens its session with its endpoint event
         else:
@@ -696,6 +747,10 @@ class HttpSessions:
                 session,
                 outcome.end,
                 failure or Failure.of("stream_closed", "the event stream ended before the answer"),
+            )
+        elif session.late:
+            self._finish(
+                session, outcome.end, failure or Failure.of("session_expired", "the session had ended")
             )
 
     def _read_body(self, state: _State, session: _Session, outcome: Outcome) -> None:
