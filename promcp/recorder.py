@@ -304,10 +304,13 @@ class Recorder:
             try:
                 if item is None:
                     return
-                self._wait_for_quiet()
-                seq, sc, build = item
-                with self._current_lock:
+                with self._current_lock:  # current while it waits for quiet too: a hand-off takes it then
                     self._current = item
+                self._wait_for_quiet()
+                with self._current_lock:
+                    if self._current is not item:  # handed off while waiting: another process builds it
+                        continue
+                seq, sc, build = item
                 try:
                     event = build()
                     with self._current_lock:  # handed off meanwhile (hand_off): another process builds it
