@@ -188,7 +188,8 @@ class Recorder:
         self._listener: Callable[[Event], None] | None = None
         self.result_path: Path | None = None
         self._closed = False
-        if self.content != "none":  # previews are redacted: the secret scanner loads meanwhile (promcp/redact.py)
+        # previews are redacted: the secret scanner loads meanwhile (promcp/redact.py)
+        if self.content != "none":
             warm_scanner()
 
     # -- emitting -----------------------------------------------------------------------------------------------

@@ -118,16 +118,11 @@ def record_proxy(out: Path, mode: str) -> None:
 
 
 def record_import(out: Path, mode: str, tmp: Path) -> None:
+    from promcp.collectors import import_path
+
     export = tmp / f"conversations-{mode}.json"
     export.write_text(json.dumps(_export()))
-    done = subprocess.run(
-        [sys.executable, "-m", "promcp.cli", "import", str(export), "--out", str(out), "--content", mode],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert done.returncode == 0, done.stderr
+    assert import_path(export, out, content=mode).imported == 1
 
 
 def _text_of(path: Path) -> str:
