@@ -314,6 +314,10 @@ def test_url_mirrors_the_upstream_path() -> None:
 def test_slow_and_surplus_clients_are_closed_with_one_line_each(caplog: pytest.LogCaptureFixture) -> None:
     """Slowloris (half a head, then nothing) is closed after client_timeout_s; past max_connections a new
     connection is closed at once; each is one log line, and a normal request is still served."""
+    import gc
+
+    gc.collect()  # a task an earlier test's loop left pending is reported when collected: not during this test
+    caplog.clear()
     reply = Reply(200, {"ok": True})
     with (
         caplog.at_level("WARNING", logger="promcp.proxy"),

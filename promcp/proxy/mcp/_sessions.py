@@ -135,6 +135,14 @@ def _is_stream(head: ProxyResponse) -> bool:
     return kind == "text/event-stream" and head.status < 300
 
 
+def _straddled_end(before: bytes, data: bytes) -> int | None:
+    """Where in ``data`` an event ends whose blank line began in the bytes ``before`` it (None: none does)."""
+    for tail, head in ((b"\r\n\r", b"\n"), (b"\r\n", b"\r\n"), (b"\n", b"\n"), (b"\r", b"\r")):
+        if before.endswith(tail) and data.startswith(head):
+            return len(head)
+    return None
+
+
 def _event_end(buffer: bytearray) -> int | None:
     """The index just past the blank line that ends the first SSE event in ``buffer``, or None."""
     ends = [i + len(sep) for sep in (b"\n\n", b"\r\n\r\n", b"\r\r") if (i := buffer.find(sep)) != -1]
@@ -152,6 +160,7 @@ class HttpExchange(ExchangeObserver):
         *,
         room: Callable[[int], bool] | None = None,
         queued: Callable[[int], None] | None = None,
+        max_message: int = 64 * 1024 * 1024,
     ) -> None:
         self.request = request
         self.body_done = body_done
@@ -162,6 +171,9 @@ class HttpExchange(ExchangeObserver):
         self._room, self._queued = room, queued
         self.bounds: HeadTail[tuple[bytes, Instant]] | None = None
         self._skipped_seen = 0
+        self._max_message = max_message
+        self._edge = b""  # the last bytes queued (an event's end may straddle two chunks)
+        self._open = 0  # bytes of the event the worker is in the middle of (0: it is between events)
         self._held: list[tuple[Any, ...]] | None = [(_REQ, self)]
         self._held_bytes = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -212,7 +224,26 @@ class HttpExchange(ExchangeObserver):
             self._hand((_CHUNK, self, data, at), len(data))
             return
         room = self._room(len(data) + bounds.held) if self._room is not None else True
-        self._chunks(bounds.take((data, at), len(data), room=room))
+        if room or not self._open:
+            self._chunks(bounds.take((data, at), len(data), room=room))
+            return
+        # no room, but the worker is in the middle of an event (one large answer, say): that event is queued to
+        # its end, as far as the message limit — the bound drops whole events only
+        cut = _straddled_end(self._edge, data)
+        if cut is None:
+            cut = _event_end(bytearray(data))
+        if cut is None:
+            if self._open + len(data) <= self._max_message:
+                self._chunks([(data, at)])
+            else:  # an event over the limit: the worker drops it anyway
+                self._open = 0
+                self._chunks(bounds.take((data, at), len(data), room=False))
+            return
+        if cut:
+            self._chunks([(data[:cut], at)])
+        self._open = 0
+        if cut < len(data):
+            self._chunks(bounds.take((data[cut:], at), len(data) - cut, room=False))
 
     def _chunks(self, ready: list[tuple[bytes, Instant]]) -> None:
         """Queue a stream's chunks, saying whether chunks before the first were dropped (a gap)."""
@@ -220,6 +251,15 @@ class HttpExchange(ExchangeObserver):
             return
         gap = self.bounds.skipped_frames != self._skipped_seen
         self._skipped_seen = self.bounds.skipped_frames
+        skipping = gap  # after a gap the worker skips to the next event's start: no event is open until then
+        for data, _at in ready:  # where the worker's decoder will be: between events, or this far into one
+            edge = self._edge + data
+            last = max(edge.rfind(b"\n\n") + 2, edge.rfind(b"\r\r") + 2, edge.rfind(b"\r\n\r\n") + 4)
+            if last >= 2:
+                skipping, self._open = False, len(edge) - last
+            else:
+                self._open = 0 if skipping else self._open + len(data)
+            self._edge = edge[-4:]
         size = sum(len(data) for data, _ in ready)
         if self._queued is not None:
             self._queued(size)
@@ -320,6 +360,7 @@ class HttpSessions:
             body_done,
             room=self._room,
             queued=self._count_queued,
+            max_message=self.max_message,
         )
 
     def _room(self, size: int) -> bool:
