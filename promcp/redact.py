@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
@@ -220,10 +221,21 @@ def _get_scanner() -> _Scanner:
     return _scanner
 
 
-def warm_scanner() -> None:
-    """Load the scanner on a thread of its own now (a recorder does, so that its first redaction does not wait)."""
+#: how long after a recorder starts the scanner begins to load: a proxy's start-up (a client's ``initialize``) is
+#: not slowed by the import; a redaction needed before then loads it at once
+WARM_DELAY_S = 0.5
+
+
+def warm_scanner(delay_s: float = WARM_DELAY_S) -> None:
+    """Load the scanner on a thread of its own, ``delay_s`` from now (a recorder does, so that its first redaction
+    does not wait)."""
     if _scanner is None:
-        threading.Thread(target=_get_scanner, name="promcp-redact-warm", daemon=True).start()
+
+        def load() -> None:
+            time.sleep(delay_s)
+            _get_scanner()
+
+        threading.Thread(target=load, name="promcp-redact-warm", daemon=True).start()
 
 
 def _secret_span(match: re.Match[str]) -> tuple[int, int]:
