@@ -543,10 +543,10 @@ def _run_dir_in_place(run_dir: Path) -> RunFile | None:
     """A run directory (``DATASET/topology=…/run_id=…``) whose run has journal parts waiting in its dataset's
     ``_journal`` (a process of the run was killed after an earlier merge): the run file and the parts, read in place
     as one run. None when nothing waits."""
+    if not run_dir.name.startswith("run_id=") or not run_dir.parent.name.startswith("topology="):
+        return None  # (checked before importing the parts merge: a plain report does not load it)
     from promcp.store.parts import parts_dir, read_group_in_place  # parts builds on this module
 
-    if not run_dir.name.startswith("run_id=") or not run_dir.parent.name.startswith("topology="):
-        return None
     root, run_id = run_dir.parent.parent, run_dir.name[len("run_id=") :]
     if not parts_dir(root, run_id).is_dir():
         return None
