@@ -82,6 +82,9 @@ class LLMExchange(ExchangeObserver):
         self._tail_bytes = 0
         self.skipped_frames = 0  # frames between the head and the tail: counted, not read
         self.skipped_bytes = 0
+        self.rewritten: Any = (
+            None  # what --strategy forwarded instead (a _rewrite.Rewrite), set before forwarding
+        )
 
     @property
     def streamed(self) -> bool:
