@@ -170,7 +170,7 @@ def run_task(tmp_path: Path, api: str, tools: list[dict[str, Any]], strategy: st
     out = tmp_path / "traces"
     with (
         StubServer(getattr(script, method)) as stub,
-        Recorder(out, topology="c-ots", source="proxy:llm") as rec,
+        Recorder(out, topology="c-ots", source="proxy:llm", content="redacted") as rec,
         LLMProxy(stub.url, rec, strategy=parse_strategy(strategy), **proxy) as prx,
     ):
         for called in (False, True):
@@ -376,3 +376,25 @@ def test_a_strategy_the_proxy_cannot_apply_is_one_line(tmp_path: Path, value: st
     )  # fmt: skip
     assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_report_has_a_strategies_section_when_runs_of_several_strategies_share_a_dataset(
+    tmp_path: Path, memory_tools: list[dict[str, Any]]
+) -> None:
+    """A baseline through the proxy (``--strategy full``) and a topk run in one dataset: ``promcp report`` compares
+    them (the same table ``promcp diff`` prints), with the saving the proxy measured."""
+    from promcp.analysis.report import report
+    from promcp.analysis.views.report import report_document
+
+    for strategy in ("full", "topk:2:bm25"):
+        run_task(tmp_path, "anthropic", memory_tools, strategy)
+    rep = report(tmp_path / "traces")
+    table = rep.tables["strategies"].set_index("strategy")
+    assert list(table.index) == ["full", "topk:2:bm25"]
+    assert table.at["full", "saved_per_call"] == 0 and table.at["topk:2:bm25", "saved_per_call"] > 0
+    assert table.at["topk:2:bm25", "schema_per_call"] < table.at["full", "schema_per_call"]
+    assert table.at["topk:2:bm25", "answered"] == "1/1"
+    assert any("baseline: run" in n for n in rep.table_notes["strategies"])
+    assert "strategies" in [t.name for t in report_document(rep).tables]
+    # a single strategy: no section
+    assert "strategies" not in report(tmp_path / "traces", latest=1).tables
