@@ -221,7 +221,9 @@ def compare(
         row["routing_ms_p50"] = float(routing.quantile(0.5)) if len(routing) else None
         row["routing_ms_p95"] = float(routing.quantile(0.95)) if len(routing) else None
         row["fallbacks"] = int(g["fallback"].sum())
-        saved = g.assign(saved=pd.to_numeric(g["saved"], errors="coerce")).groupby(["run_id", "task"])["saved"]
+        saved = g.assign(saved=pd.to_numeric(g["saved"], errors="coerce")).groupby(["run_id", "task"])[
+            "saved"
+        ]
         saved_mean = saved.mean().dropna()
         row["saved_per_call"] = float(saved_mean.mean()) if len(saved_mean) else None
         row["usd_per_task"] = _usd(costs, runs, both)
