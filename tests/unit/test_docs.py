@@ -138,6 +138,10 @@ SKIP: dict[str, str] = {
     "promcp export examples/default-run --otlp http://127.0.0.1:6006 --project default-run": "needs the Phoenix "
     "server above (test_export)",
     "promcp run benchmark.yaml --strategy topk:3": "LLM run of 16 tasks (test_run_strategies: the same path, scripted)",
+    "promcp proxy llm --upstream https://api.anthropic.com --strategy topk:5:bm25 --out traces/topk": "a long-running "
+    "proxy to the network (test_proxy_llm_rewrite runs the same rewrite on loopback, per API family)",
+    "promcp record --strategy slim -- claude": "runs Claude Code against the real API (test_record_strategy: offline)",
+    "python tests/perf/bench_proxy_strategy.py 60": "a benchmark (minutes; loads the embedding model)",
     "promcp run benchmark.yaml --strategy slim --out traces/slim": "LLM run of 16 tasks (minutes)",
     "promcp run benchmark.yaml --strategy search-tool:3:bm25": "LLM run (test_run_strategies: search-tool)",
     "promcp run --topology l-cust benchmark.yaml --task calc-mul --task multi-days-hours --strategy full --out "
