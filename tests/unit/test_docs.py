@@ -150,6 +150,12 @@ SKIP: dict[str, str] = {
     "traces/strat": "LLM run (its table is in docs/whatif.md)",
     "promcp diff 20261126T223617Z-e3745b 20261126T225654Z-ded910 --dataset traces/strat --format markdown": "needs "
     "the two LLM runs above (test_run_strategies: the same diff on a scripted run)",
+    "promcp run --topology l-cust benchmark.yaml --task calc-mul --task multi-days-hours --strategy full --out "
+    "traces/strat2": "LLM run (24 min on the shared machine; its table is in docs/whatif.md)",
+    "promcp run --topology l-cust benchmark.yaml --task calc-mul --task multi-days-hours --strategy topk:3:bm25 "
+    "--out traces/strat2": "LLM run (its table is in docs/whatif.md)",
+    "promcp report traces/strat2 --format markdown": "needs the two LLM runs above (test_run_strategies: the same "
+    "section on a scripted run)",
 }
 
 
