@@ -526,10 +526,12 @@ class ReverseProxy:
         assert prepare is not None
         try:
             return await asyncio.get_running_loop().run_in_executor(None, prepare, body)
-        except Exception:
-            log.exception(
-                "promcp proxy: observer %s.prepare failed; forwarded as received",
+        except Exception as exc:  # one line, never a traceback: the request goes as the client sent it
+            log.warning(
+                "promcp proxy: observer %s.prepare failed (%s: %s); forwarded as received",
                 type(observer.inner).__name__,
+                type(exc).__name__,
+                exc,
             )
             return body, {}
 

@@ -398,3 +398,16 @@ def test_report_has_a_strategies_section_when_runs_of_several_strategies_share_a
     assert "strategies" in [t.name for t in report_document(rep).tables]
     # a single strategy: no section
     assert "strategies" not in report(tmp_path / "traces", latest=1).tables
+
+
+def test_a_rewrite_that_raises_forwards_as_sent_and_the_event_says_why(
+    tmp_path: Path, memory_tools: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any) -> Any:
+        raise KeyError("slot")
+
+    monkeypatch.setattr("promcp.proxy.llm._rewrite.write_tools", broken)
+    script, stub, df, got = run_task(tmp_path, "anthropic", memory_tools, "slim")
+    assert [len(r.body["tools"]) for r in stub.requests] == [9, 9] and got == script.sent
+    for attrs in inputs(df):
+        assert "rewrite failed (KeyError" in attrs["strategy_skipped"] and attrs["saved_tokens"] == 0

@@ -65,6 +65,8 @@ TOOL_SEARCH: Final = {"type": "tool_search_tool_bm25_20251119", "name": "tool_se
 TOOL_SEARCH_BETA: Final = "advanced-tool-use-2025-11-20"
 #: Routers kept (one per distinct catalog and scorer; building one may load the embedding model).
 MAX_ROUTERS: Final = 16
+#: Distinct reasons logged (each once); past it, events still say why, the log stays quiet.
+MAX_REASONS: Final = 64
 
 RouterFactory = Callable[[Sequence[Mapping[str, Any]], Any], Router]
 
@@ -108,10 +110,15 @@ class Rewriter:
 
     def _say_once(self, reason: str) -> None:
         with self._lock:
-            if reason in self.warned:
+            if reason in self.warned or len(self.warned) >= MAX_REASONS:
                 return
             self.warned.add(reason)
         log.warning("promcp proxy llm --strategy %s: %s", self.spec.label, reason)
+
+    def failed(self, body: bytes, exc: Exception) -> Rewrite:
+        """What goes upstream when the rewrite itself failed: the request as sent, said once."""
+        why = f"rewrite failed ({type(exc).__name__}: {exc}"[:200] + "): forwarded as sent"
+        return self._as_sent(body, {"strategy": self.spec.label}, why)
 
     def _router(self, catalog: Sequence[Mapping[str, Any]]) -> tuple[Router | None, str | None]:
         key = (self.spec.scorer, *(dumps(t) for t in catalog))
@@ -263,7 +270,12 @@ def prepare_hook(rewriter: Rewriter, exchange: Any) -> Callable[[bytes], tuple[b
     """The core's ``prepare`` hook of one exchange: the rewrite, kept on the exchange for its events."""
 
     def prepare(body: bytes) -> tuple[bytes, Mapping[str, str]]:
-        found = rewriter.rewrite(exchange.api, body, exchange.request.headers)
+        try:
+            found = rewriter.rewrite(exchange.api, body, exchange.request.headers)
+        except (
+            Exception
+        ) as exc:  # never the client's problem: the request goes as sent, and the event says why
+            found = rewriter.failed(body, exc)
         exchange.rewritten = found
         return (found.body, found.headers) if found is not None else (body, {})
 
