@@ -70,6 +70,7 @@ class LLMProxy:
             from promcp.proxy.llm._rewrite import Rewriter
 
             rewriter = Rewriter(strategy)
+            rewriter.warm()  # the embedding model, if the scorer needs one, loads while the client starts
         self.recording = LLMRecording(
             recorder,
             tokenizer=tokenizer,

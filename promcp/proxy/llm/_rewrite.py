@@ -108,6 +108,24 @@ class Rewriter:
         self._lock = threading.Lock()
         self._rank_lock = threading.Lock()  # one routing at a time: the embedding model is not shared safely
 
+    def warm(self) -> threading.Thread | None:
+        """Load the embedding model in the background now (a scorer that needs it), so the first request does not
+        wait for the whole load; a failure is left for the first routing to report (and fall back)."""
+        if not self.spec.routed or self.spec.scorer == "bm25" or self.factory is not None:
+            return None
+
+        def load() -> None:
+            from promcp.strategies.routing import embedding_model
+
+            try:
+                embedding_model()
+            except Exception:  # said by the router build, per request, with the fallback
+                return
+
+        thread = threading.Thread(target=load, name="promcp-embedding-load", daemon=True)
+        thread.start()
+        return thread
+
     def _say_once(self, reason: str) -> None:
         with self._lock:
             if reason in self.warned or len(self.warned) >= MAX_REASONS:
