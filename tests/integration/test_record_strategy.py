@@ -1,6 +1,7 @@
 """``promcp record --strategy topk:K:bm25``: real clients whose tool lists the LLM proxy cuts in flight — the real
 Claude Code CLI (Anthropic Messages, its built-in tools plus the real memory MCP server's, offline against a
-scripted loopback upstream) and an openai SDK agent (Chat Completions). Each must still complete its task through
+scripted loopback upstream), an openai SDK agent (Chat Completions) and the real Codex CLI (Responses, the MCP
+server's tools in a namespace). Each must still complete its task through
 the MCP tool, the upstream must have received only the routed tools (plus any the conversation used), and the run
 must hold, per call, the client's and the upstream's input split with what was saved."""
 
@@ -115,3 +116,57 @@ def test_openai_sdk_agent_completes_with_the_routed_tools(tmp_path: Path) -> Non
     offered = [[t["function"]["name"] for t in r.body["tools"]] for r in stub.requests]
     assert offered == [["create_entities", "create_relations"]] * 2
     check_calls(out, 2, 9)
+
+
+CODEX = ROOT / "node_modules" / ".bin" / "codex"
+EVERYTHING = ROOT / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+
+
+@pytest.mark.skipif(not CODEX.exists() or not EVERYTHING.exists(), reason="npm packages not installed")
+def test_codex_completes_with_the_routed_tools(tmp_path: Path) -> None:
+    """The real Codex CLI (Responses API, the MCP server's tools in a namespace): the routed ones go upstream."""
+    from tests.stubs.scripted_llm import ScriptedResponses
+
+    home, codex_home, work, out = (
+        tmp_path / "home",
+        tmp_path / "codex-home",
+        tmp_path / "work",
+        tmp_path / "traces",
+    )
+    for folder in (home, codex_home, work):
+        folder.mkdir()
+    script = ScriptedResponses(
+        "mcp__everything__echo", {"message": "promcp records every stage"}, answer="Echoed: "
+    )
+    env = {
+        "PATH": f"{CODEX.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(home),
+        "CODEX_HOME": str(codex_home),
+        "OPENAI_API_KEY": "sk-proj-promcp-codex-strategy",
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+    }
+    with StubServer(script.responses) as stub:
+        (codex_home / "config.toml").write_text(
+            f'model = "gpt-scripted"\nopenai_base_url = "{stub.url}/v1"\n\n[mcp_servers.everything]\n'
+            f'command = "node"\nargs = [{json.dumps(str(EVERYTHING))}]\nrequired = true\nstartup_timeout_sec = 60\n'
+        )
+        proc = subprocess.run(
+            [str(PROMCP), "record", "--out", str(out), "--strategy", "topk:3:bm25", "--",
+             "codex", "exec", "--skip-git-repo-check", "--sandbox", "read-only", "Echo: promcp records every stage"],
+            env=env, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert script.steps == ["tool", "answer"] and "Echoed: " in proc.stdout
+    offered = []  # function tools per request, namespaced ones as the model calls them
+    for r in stub.requests:
+        tools = r.body.get("tools") or []
+        flat = [t["name"] for t in tools if t.get("type") == "function"]
+        flat += [
+            f"{t['name']}__{i['name']}" for t in tools if t.get("type") == "namespace" for i in t["tools"]
+        ]
+        offered.append(flat)
+    assert len(offered) == 2 and all(len(n) == 3 and "mcp__everything__echo" in n for n in offered), offered
+    df = pa.load(out)
+    first = json.loads(df[(df.stage == "S1") & (df.source == "proxy:llm")]["attrs"].iloc[0])
+    assert first["client_tools"] > 20  # Codex's own tools and the everything server's
+    check_calls(out, 3, first["client_tools"])
