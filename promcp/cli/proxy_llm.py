@@ -102,7 +102,7 @@ def strategy_meta(spec: Any) -> dict[str, Any]:
     if spec is None:
         return {}
     out: dict[str, Any] = {"strategy": spec.label}
-    if spec.routed:
+    if spec.name == "topk":  # (search-tool through the proxy is the provider's own search: no router)
         out["routers"] = {spec.label: spec.router_info()}
     return out
 

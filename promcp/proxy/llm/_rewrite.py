@@ -111,8 +111,8 @@ class Rewriter:
     def warm(self) -> threading.Thread | None:
         """Load the embedding model in the background now (a scorer that needs it), so the first request does not
         wait for the whole load; a failure is left for the first routing to report (and fall back)."""
-        if not self.spec.routed or self.spec.scorer == "bm25" or self.factory is not None:
-            return None
+        if self.spec.name != "topk" or self.spec.scorer == "bm25" or self.factory is not None:
+            return None  # (the proxy's search-tool is the provider's own search: no router)
 
         def load() -> None:
             from promcp.strategies.routing import embedding_model
