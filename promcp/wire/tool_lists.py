@@ -14,7 +14,7 @@ read nor touched.
 ``anthropic``     ``tools[i]``                                      ``input_schema``
 ``openai``        ``tools[i].function`` (also ``ollama``)          ``parameters``
 ``openai-responses``  ``tools[i]`` (``type: function``), or ``tools[i].tools[j]`` in a ``namespace``
-                  (named ``<namespace>__<name>``, as :mod:`promcp.wire.openai_responses` names it)  ``parameters``
+                  (named as :func:`promcp.wire.openai_responses.namespaced` names it)  ``parameters``
 ``gemini``        ``tools[i].functionDeclarations[j]``              ``parametersJsonSchema`` or ``parameters``
 ================  ==============================================  =========================================
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from promcp.wire.openai_responses import namespaced
 from promcp.wire.tool_lists import add_system_text, called_tools, read_tools, write_tools
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string", "title": "Q"}}}
@@ -65,7 +66,8 @@ BODIES: dict[str, dict[str, Any]] = {
         "contents": [{"role": "model", "parts": [{"functionCall": {"name": "b", "args": {}}}]}],
     },
 }
-SECOND = {"anthropic": "b", "openai": "b", "openai-responses": "mcp__s__b", "gemini": "b"}
+#: a namespaced tool is named as promcp.wire.openai_responses names it (the one rule)
+SECOND = {"anthropic": "b", "openai": "b", "openai-responses": namespaced("mcp__s", "b"), "gemini": "b"}
 
 
 @pytest.mark.parametrize("api", list(BODIES))
