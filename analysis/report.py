@@ -57,6 +57,7 @@ SECTIONS: Final[dict[str, str]] = {
     "cache": "LLM input tokens by cache status and origin",
     "schema_tax": "Amortized schema tax: what re-sending each tool definition cost, billed vs. without caching vs. "
     "deferred",
+    "strategies": "Strategies — each run's strategy measured against the baseline run and the what-if's prediction",
 }
 #: What ``promcp report`` shows without ``--section`` (``overflows`` too when there are any).
 DEFAULT_SECTIONS: Final = ("phases", "segments", "init", "origins", "resend")
@@ -196,6 +197,8 @@ def report(
         wanted.append("overflows")
     if sections is None and _has_cache_split(events):  # provider usage with a cache split: what it cost
         wanted += ["cost", "cache", "schema_tax"]
+    if sections is None and isinstance(data, str | Path) and _has_strategies(events):
+        wanted.append("strategies")  # runs of several strategies: each against the baseline (docs/whatif.md)
     _task_notes(out, all_tasks, overflow)
     _unclosed_runs_note(out, data)
     builders: dict[str, Callable[[], pd.DataFrame]] = {
@@ -218,6 +221,8 @@ def report(
     for name in wanted:
         if name == "tokenizers":
             _tokenizer_section(out, data, tokenizers)
+        elif name == "strategies":
+            _strategies_section(out, data, runs, latest, tasks)
         else:
             out.tables[name] = builders[name]()
     if "phases" in out.tables:
@@ -266,6 +271,37 @@ def _llm_inputs(
 _TEXT_COLUMNS: Final = frozenset(
     {"run_id", "task_id", "topology", "model", "provider", "stage", "source", "server", "tool"}
 )
+
+
+def _has_strategies(events: Events) -> bool:
+    """Whether the LLM calls ran more than one strategy (``attrs.strategy``; none is ``full``)."""
+    if "attrs" not in as_arrow(events).column_names:
+        return False
+    found = query(
+        "SELECT count(DISTINCT coalesce(nullif(regexp_extract(CAST(attrs AS VARCHAR), "
+        "'\"strategy\":\"([^\"]*)\"', 1), ''), 'full')) AS n FROM ev WHERE stage IN ('S1', 'S5')",
+        events,
+    )
+    return int(found.at[0, "n"]) > 1
+
+
+def _strategies_section(
+    out: Report, data: Events, runs: Sequence[str] | None, latest: int, tasks: Sequence[str] | None
+) -> None:
+    """The ``strategies`` section (:func:`promcp.analysis.strategies.dataset_table`, the table ``promcp diff``
+    prints), or a note saying why there is none."""
+    from promcp.analysis.strategies import dataset_table
+
+    if not isinstance(data, str | Path):
+        out.note("strategies", "needs a dataset on disk (the prediction reads its captured content)")
+        return
+    table, note = dataset_table(data, runs=runs, latest=latest, tasks=tasks)
+    if table is None:
+        out.notes += [f"strategies: {note}"] if note else []
+        return
+    out.tables["strategies"] = table
+    if note:
+        out.note("strategies", note)
 
 
 def _has_cache_split(events: Events) -> bool:

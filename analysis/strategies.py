@@ -1,12 +1,15 @@
 """Live strategy runs measured against a baseline and against the what-if's prediction from that baseline.
 
 ``promcp diff BASELINE STRATEGY_RUN`` prints it as its ``strategies`` table; ``promcp report`` adds a ``strategies``
-section when a dataset holds runs of several strategies (the baseline: the latest run without one, or ``full``).
+section when a dataset holds runs of several strategies (:func:`dataset_table`: the baseline is the latest run
+whose calls all ran ``full``, the variants every other run).
 
 Per strategy (the label every LLM input event carries in ``attrs.strategy``; none is ``full``), over the tasks
 both sides answered: schema tokens per call (the ``schemas`` parts), LLM input tokens per task, prefill ms per call
 and latency per task, cost per task (priced calls only), routing ms (p50/p95), tasks answered, expected-tool
-accuracy (tasks whose expected tools, recorded in the run's meta, were all called), and the what-if's prediction
+accuracy (tasks whose expected tools, recorded in the run's meta, were all called), the tokens the LLM proxy saved
+per call where it rewrote the requests (``attrs.saved_tokens``: the client's input minus the upstream's, counted
+with one tokenizer), and the what-if's prediction
 from the baseline's own calls (:func:`promcp.analysis.whatif.evaluate_dataset`, same K and scorer), with the
 difference ``measured − predicted`` in percent. Each per-call figure is a mean over the task's calls, then over
 tasks, so a strategy that changes the number of rounds does not change the weight of a task.
@@ -14,6 +17,7 @@ tasks, so a strategy that changes the number of rounds does not change the weigh
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -43,6 +47,7 @@ COLUMNS: Final = (
     "routing_ms_p50",
     "routing_ms_p95",
     "fallbacks",
+    "saved_per_call",
 )
 _INPUT = ("S1", "S5")
 
@@ -67,6 +72,7 @@ def call_frame(events: pd.DataFrame) -> pd.DataFrame:
                 "prefill_ms": float(ev.latency_ms) if pd.notna(ev.latency_ms) else np.nan,
                 "routing_ms": attrs.get("routing_ms"),
                 "fallback": bool(attrs.get("strategy_fallback")),
+                "saved": attrs.get("saved_tokens"),  # measured by the LLM proxy (client − upstream)
             }
         )
     return pd.DataFrame(
@@ -81,6 +87,7 @@ def call_frame(events: pd.DataFrame) -> pd.DataFrame:
             "prefill_ms",
             "routing_ms",
             "fallback",
+            "saved",
         ],
     )
 
@@ -214,6 +221,11 @@ def compare(
         row["routing_ms_p50"] = float(routing.quantile(0.5)) if len(routing) else None
         row["routing_ms_p95"] = float(routing.quantile(0.95)) if len(routing) else None
         row["fallbacks"] = int(g["fallback"].sum())
+        saved = g.assign(saved=pd.to_numeric(g["saved"], errors="coerce")).groupby(["run_id", "task"])[
+            "saved"
+        ]
+        saved_mean = saved.mean().dropna()
+        row["saved_per_call"] = float(saved_mean.mean()) if len(saved_mean) else None
         row["usd_per_task"] = _usd(costs, runs, both)
         if side == "var" and label != base_label:
             if label not in predictions:
@@ -271,3 +283,39 @@ def has_strategies(events: pd.DataFrame) -> bool:
     """Whether ``events`` hold LLM calls of more than one strategy (a baseline counts as ``full``)."""
     labels = set(call_frame(events)["strategy"])
     return len(labels) > 1
+
+
+def dataset_table(
+    path: str | Path,
+    *,
+    runs: Sequence[str] | None = None,
+    latest: int = 0,
+    tasks: Sequence[str] | None = None,
+) -> tuple[pd.DataFrame | None, str | None]:
+    """``promcp report``'s ``strategies`` section over the runs of ``path`` selected: the latest run whose calls
+    all ran ``full`` is the baseline, every other run a variant (:func:`compare`). ``(None, why)`` when the
+    selection holds no baseline or a single strategy."""
+    from promcp.analysis.cost import call_costs
+    from promcp.analysis.load import load, load_content
+    from promcp.analysis.whatif._result import select_events
+
+    events = select_events(path, load(path), runs=runs, latest=latest, tasks=tasks)
+    calls = call_frame(events)
+    labels = calls.groupby("run_id")["strategy"].agg(lambda s: frozenset(s))
+    if len(frozenset().union(*labels)) < 2:
+        return None, None
+    baselines = [r for r, ls in labels.items() if ls == {"full"}]
+    if not baselines:
+        return None, "no run without a strategy (or with --strategy full) to measure the others against"
+    order = events.groupby(events["run_id"].astype(str))["t_start_ns"].min()
+    base = max(baselines, key=lambda r: order.get(r, 0))
+    is_base = events["run_id"].astype(str) == base
+    baseline, variants = events[is_base], events[~is_base]
+    costs = call_costs(events)
+    with warnings.catch_warnings(record=True) as said:  # a prediction left out is a note of the section
+        warnings.simplefilter("always")
+        table = compare(baseline, load_content(path), variants, expected=expected_tools(path), costs=costs)
+    note = f"baseline: run {base} (every call full); predictions from its own calls"
+    for warning in dict.fromkeys(str(w.message) for w in said):
+        note += f"; {warning}"
+    return table, note

@@ -14,6 +14,7 @@ import pandas as pd
 
 from promcp.analysis.report import SECTIONS, Report
 from promcp.analysis.views.base import Column, Document, Missing, Stat, Table
+from promcp.analysis.views.strategies import STRATEGIES_NOTE, strategies_table
 from promcp.tokenizers import describe
 
 #: What each task outcome means (shown under the task table).
@@ -290,6 +291,10 @@ def _views(rep: Report) -> list[Table]:
             else:
                 table = _stat_table("cost", SECTIONS["cost"], frame, by, "phase", "usd", 4)
             table.notes += rep.table_notes.get("cost", [])
+            out.append(table)
+        elif name == "strategies":
+            table = strategies_table(frame)
+            table.notes += [STRATEGIES_NOTE, *rep.table_notes.get("strategies", [])]
             out.append(table)
         elif name == "segments":
             out.append(

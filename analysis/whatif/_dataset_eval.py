@@ -94,6 +94,33 @@ class DatasetResult:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
+def _framing(
+    full: Any,
+    parts: Sequence[tuple[str, str, int]],
+    attrs: Any,
+    count: Callable[[str], int],
+    as_sent: Callable[[Any], str],
+) -> dict[int, int]:
+    """Tool index → the tokens the host adds around that definition in its prompt (recorded part − the definition
+    as rendered): promcp's llama.cpp host writes one definition per line, and the line's newline is counted in the
+    tool's ``schemas`` part. A strategy that drops a tool drops its framing too, so the prediction counts it (the
+    live ``topk`` run then equals it). Zero for parts scaled to a provider's usage (``origin_scale``), whose
+    difference is the scaling, not framing."""
+    if attrs_of(attrs).get("origin_scale") is not None:
+        return {}
+    recorded = [tokens for origin, _key, tokens in parts if origin == "schemas"]
+    if len(recorded) != len(full.sent):
+        return {}
+    return {i: tokens - count(as_sent(d)) for (i, d), tokens in zip(full.sent, recorded, strict=True)}
+
+
+def _as_prompted(
+    payload: Any, count: Callable[[str], int], as_sent: Callable[[Any], str], framing: Mapping[int, int]
+) -> int:
+    """A payload's tokens as the host's prompt holds them: each definition rendered, plus its framing."""
+    return int(payload.tokens(count, as_sent)) + sum(framing.get(i, 0) for i, _d in payload.sent)
+
+
 def _parts(value: Any) -> list[tuple[str, str, int]]:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return []
@@ -197,7 +224,8 @@ def evaluate_dataset(
             elif schema_strategies:
                 static = static_payloads(tool_list, ["full", *schema_strategies])
                 as_sent = partial(_render_in, _form(schema_keys, tools_by_key))
-                full_tokens = static["full"].tokens(count, as_sent)
+                framing = _framing(static["full"], parts, ev["attrs"], count, as_sent)
+                full_tokens = _as_prompted(static["full"], count, as_sent, framing)
                 ranking: list[int] = []
                 ms = 0.0
                 routed = [s for s in schema_strategies if s in st.ROUTED]
@@ -224,7 +252,7 @@ def evaluate_dataset(
                         {
                             **common,
                             "strategy": s,
-                            "tokens": base + payload.tokens(count, as_sent) - full_tokens,
+                            "tokens": base + _as_prompted(payload, count, as_sent, framing) - full_tokens,
                             "full_tokens": base,
                             "expected": len(expected),
                             "hits": hits(expected, payload.visible),

@@ -27,6 +27,8 @@ __all__ = [
     "open_recorder",
     "parse_listen",
     "public_url",
+    "strategy_meta",
+    "strategy_of",
 ]
 
 #: environment variables a client family reads its base URL from
@@ -76,7 +78,33 @@ def add_recording_options(p: argparse.ArgumentParser) -> None:
         default="o200k_base",
         help="tokenizer of tool-call footprints (S3/S4), as 'promcp proxy mcp --tokenizer' (default o200k_base)",
     )
+    p.add_argument(
+        "--strategy",
+        metavar="NAME[:K[:SCORER]]",
+        help="rewrite each request's tool list in flight: full, slim, dedup, topk (K best-routed tools for the "
+        "conversation's prompt, plus those it used; SCORER hybrid, embedding or bm25), search-tool (the Anthropic "
+        "API's own deferred loading and tool search); off unless given (docs/whatif.md)",
+    )
     add_content_options(p)
+
+
+def strategy_of(args: argparse.Namespace) -> Any:
+    """``--strategy`` as a :class:`~promcp.strategies.live.StrategySpec` (``None`` when not given)."""
+    if not getattr(args, "strategy", None):
+        return None
+    from promcp.proxy.llm._rewrite import check_proxy_strategy
+
+    return check_proxy_strategy(args.strategy)
+
+
+def strategy_meta(spec: Any) -> dict[str, Any]:
+    """What a run records about the strategy its proxy applied (as ``promcp run`` records its own)."""
+    if spec is None:
+        return {}
+    out: dict[str, Any] = {"strategy": spec.label}
+    if spec.name == "topk":  # (search-tool through the proxy is the provider's own search: no router)
+        out["routers"] = {spec.label: spec.router_info()}
+    return out
 
 
 def parse_listen(value: str, option: str = "--listen") -> tuple[str, int]:
@@ -142,7 +170,9 @@ def _run(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.listen)
     err = stderr()
     family = api_family(args.upstream)
-    rec = open_recorder(args, {"upstream": public_url(args.upstream), "api": family})
+    strategy = strategy_of(args)
+    meta = {"upstream": public_url(args.upstream), "api": family, **strategy_meta(strategy)}
+    rec = open_recorder(args, meta)
     try:
         with LLMProxy(
             args.upstream,
@@ -152,9 +182,12 @@ def _run(args: argparse.Namespace) -> int:
             allow_remote=args.allow_remote,
             tokenizer=args.tokenizer,
             footprint_tokenizer=args.footprint_tokenizer,
+            strategy=strategy,
         ) as proxy:
+            rewriting = f"; tool lists rewritten: --strategy {strategy.label}" if strategy else ""
             err.print(
-                f"promcp proxy llm: {proxy.url} → {public_url(args.upstream)}  (run {rec.run_id}; Ctrl-C stops)\n"
+                f"promcp proxy llm: {proxy.url} → {public_url(args.upstream)}  (run {rec.run_id}{rewriting}; "
+                "Ctrl-C stops)\n"
                 f"  {base_url_hint(args.upstream, proxy.url, family)}",
                 highlight=False,
                 markup=False,

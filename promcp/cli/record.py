@@ -12,7 +12,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from promcp.cli.proxy_llm import add_recording_options, open_recorder, public_url
+from promcp.cli.proxy_llm import (
+    add_recording_options,
+    open_recorder,
+    public_url,
+    strategy_meta,
+    strategy_of,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,7 +62,8 @@ def _run(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     err = stderr()
-    meta: dict[str, Any] = {"client": Path(command[0]).name if command else None}
+    strategy = strategy_of(args)
+    meta: dict[str, Any] = {"client": Path(command[0]).name if command else None, **strategy_meta(strategy)}
     if args.upstream:
         meta["upstream"] = public_url(args.upstream)
     rec = open_recorder(args, meta)
@@ -70,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
                 wrap_mcp=not args.no_mcp,
                 tokenizer=args.tokenizer,
                 footprint_tokenizer=args.footprint_tokenizer,
+                strategy=strategy,
             )
         )
     finally:

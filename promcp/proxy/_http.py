@@ -34,6 +34,10 @@ more calls; the exchange goes on. :meth:`ExchangeObserver.end` is called exactly
 Rewriting: an observer may set :attr:`ExchangeObserver.rewrite` in its ``response`` hook to change a streamed
 response body on its way to the client (the MCP proxy points a legacy SSE server's absolute ``endpoint`` URL back
 at itself). It is used only for a response without ``Content-Length``, and must be cheap and never raise.
+An observer may also set :attr:`ExchangeObserver.prepare` (in ``observe``) to change the request on its way up
+(``promcp proxy llm --strategy``): it gets the body and returns the body and headers to forward instead; it runs in
+a worker thread (the event loop goes on serving other exchanges), and one that raises forwards the request as the
+client sent it, with one log line.
 
 Secrets: observers only ever see :attr:`ProxyRequest.headers` / :attr:`ProxyResponse.headers` through
 :func:`safe_headers`: ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie`` and every header whose
@@ -56,7 +60,7 @@ import logging
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -214,6 +218,9 @@ class ExchangeObserver:
     #: (returns the bytes to send now, possibly none while it holds some back) and once with ``b""`` when the
     #: upstream's body ended (returns what it still holds). Ignored for a response with ``Content-Length``.
     rewrite: Callable[[bytes], bytes] | None = None
+    #: set in ``observe`` to change the request before it is forwarded: called (in a worker thread) with the body
+    #: as received; returns the body to forward and headers to set on it (lower-case name → value)
+    prepare: Callable[[bytes], tuple[bytes, Mapping[str, str]]] | None = None
 
     def forwarded(self, at: Instant) -> None:
         """The request was handed to the upstream in full (before any answer; again if it is sent once more on a
@@ -522,13 +529,31 @@ class ReverseProxy:
                 outcome.status = 413
                 await self._send_own(writer, 413, outcome.message, close=True)
                 return False
-            return await self._forward(parser, reader, writer, head, body, observer, outcome)
+            headers: Mapping[str, str] = {}
+            if observer is not None and observer.prepare is not None:
+                body, headers = await self._prepared(observer, body)
+            return await self._forward(parser, reader, writer, head, body, observer, outcome, headers)
         finally:
             outcome.end = self.clock.now()
             if outcome.error:
                 self.stats.errors[outcome.error] = self.stats.errors.get(outcome.error, 0) + 1
             if observer is not None:
                 observer.end(outcome)
+
+    async def _prepared(self, observer: _Guarded, body: bytes) -> tuple[bytes, Mapping[str, str]]:
+        """The request as the observer's ``prepare`` changes it (in a worker thread); as received if it fails."""
+        prepare = observer.prepare
+        assert prepare is not None
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, prepare, body)
+        except Exception as exc:  # one line, never a traceback: the request goes as the client sent it
+            log.warning(
+                "promcp proxy: observer %s.prepare failed (%s: %s); forwarded as received",
+                type(observer.inner).__name__,
+                type(exc).__name__,
+                exc,
+            )
+            return body, {}
 
     def _observer(self, request: ProxyRequest) -> ExchangeObserver | None:
         if self.observe is None:
@@ -574,11 +599,15 @@ class ReverseProxy:
         origin = next((v.decode("latin-1") for k, v in head.headers if k == b"origin"), None)
         return self.hosts.refusal(host, origin)
 
-    def _upstream_headers(self, raw: Sequence[tuple[bytes, bytes]], length: int) -> list[tuple[bytes, bytes]]:
+    def _upstream_headers(
+        self, raw: Sequence[tuple[bytes, bytes]], length: int, replaced: Mapping[str, str] | None = None
+    ) -> list[tuple[bytes, bytes]]:
         named = {t.strip() for k, v in raw if k == b"connection" for t in v.lower().split(b",")}
+        named |= {k.encode("latin-1") for k in replaced or ()}
         out = [
             (k, v) for k, v in raw if k not in _HOP_BY_HOP_BYTES and k not in _REWRITTEN and k not in named
         ]
+        out += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (replaced or {}).items()]
         if length or any(k == b"content-length" for k, _ in raw):
             out.append((b"content-length", b"%d" % length))
         host = self._upstream_host
@@ -599,13 +628,14 @@ class ReverseProxy:
         body: bytes,
         observer: _Guarded | None,
         outcome: Outcome,
+        replaced: Mapping[str, str] | None = None,
     ) -> bool:
         assert self._pool is not None
         try:
             upstream = await self._pool.request(
                 head.method,
                 head.target,
-                self._upstream_headers(head.headers, len(body)),
+                self._upstream_headers(head.headers, len(body), replaced),
                 body,
                 observer.forwarded if observer is not None else None,
             )
@@ -771,6 +801,10 @@ class _Guarded:
     @property
     def rewrite(self) -> Callable[[bytes], bytes] | None:
         return None if self.broken else self.inner.rewrite
+
+    @property
+    def prepare(self) -> Callable[[bytes], tuple[bytes, Mapping[str, str]]] | None:
+        return self.inner.prepare
 
     def _fail(self, hook: str) -> None:
         self.broken = True

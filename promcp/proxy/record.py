@@ -100,6 +100,7 @@ class RecordOptions:
     footprint_tokenizer: str = "o200k_base"
     environ: Mapping[str, str] | None = None
     cwd: Path | None = None
+    strategy: Any = None  # --strategy: a promcp.strategies.live.StrategySpec applied by the LLM proxies
 
 
 @dataclass
@@ -439,6 +440,7 @@ def record(opts: RecordOptions) -> RecordResult:
             opts.recorder,
             tokenizer=opts.tokenizer,
             footprint_tokenizer=opts.footprint_tokenizer,
+            strategy=opts.strategy,
         )
         for url in upstreams.values()
     ]

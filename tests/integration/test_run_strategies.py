@@ -256,3 +256,16 @@ def test_diff_compares_the_strategy_run_with_its_baseline_and_the_prediction(rec
     assert topk["predicted_schema_per_call"] < full["schema_per_call"], "predicted from the baseline's calls"
     assert topk["schema_diff_pct"] is not None and topk["routing_ms_p50"] is not None
     assert full["predicted_schema_per_call"] is None, "the baseline is not predicted"
+    # promcp report over the dataset: the same comparison as its strategies section (the latest all-full run is
+    # the baseline), with the prediction from it
+    rep = subprocess.run(
+        [sys.executable, "-m", "promcp.cli", "report", str(out), "--task", "routed", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    section = {r["strategy"]: r for r in json.loads(rep.stdout)["tables"]["strategies"]}
+    assert set(section) == {"full", "topk:2:bm25"}
+    for key in ("schema_per_call", "predicted_schema_per_call", "schema_diff_pct", "answered"):
+        assert section["topk:2:bm25"][key] == topk[key], key

@@ -138,6 +138,10 @@ SKIP: dict[str, str] = {
     "promcp export examples/default-run --otlp http://127.0.0.1:6006 --project default-run": "needs the Phoenix "
     "server above (test_export)",
     "promcp run benchmark.yaml --strategy topk:3": "LLM run of 16 tasks (test_run_strategies: the same path, scripted)",
+    "promcp proxy llm --upstream https://api.anthropic.com --strategy topk:5:bm25 --out traces/topk": "a long-running "
+    "proxy to the network (test_proxy_llm_rewrite runs the same rewrite on loopback, per API family)",
+    "promcp record --strategy slim -- claude": "runs Claude Code against the real API (test_record_strategy: offline)",
+    "python tests/perf/bench_proxy_strategy.py 60": "a benchmark (minutes; loads the embedding model)",
     "promcp run benchmark.yaml --strategy slim --out traces/slim": "LLM run of 16 tasks (minutes)",
     "promcp run benchmark.yaml --strategy search-tool:3:bm25": "LLM run (test_run_strategies: search-tool)",
     "promcp run --topology l-cust benchmark.yaml --task calc-mul --task multi-days-hours --strategy full --out "
@@ -146,6 +150,12 @@ SKIP: dict[str, str] = {
     "traces/strat": "LLM run (its table is in docs/whatif.md)",
     "promcp diff 20261126T223617Z-e3745b 20261126T225654Z-ded910 --dataset traces/strat --format markdown": "needs "
     "the two LLM runs above (test_run_strategies: the same diff on a scripted run)",
+    "promcp run --topology l-cust benchmark.yaml --task calc-mul --task multi-days-hours --strategy full --out "
+    "traces/strat2": "LLM run (24 min on the shared machine; its table is in docs/whatif.md)",
+    "promcp run --topology l-cust benchmark.yaml --task calc-mul --task multi-days-hours --strategy topk:3:bm25 "
+    "--out traces/strat2": "LLM run (its table is in docs/whatif.md)",
+    "promcp report traces/strat2 --format markdown": "needs the two LLM runs above (test_run_strategies: the same "
+    "section on a scripted run)",
 }
 
 

@@ -8,6 +8,9 @@ before — every byte forwarded as it arrives — while each LLM call becomes th
     from promcp.proxy.llm import LLMProxy
     from promcp.recorder import Recorder
 
+if TYPE_CHECKING:
+    from promcp.strategies.live import StrategySpec
+
     with Recorder("traces", topology="c-ots", source="proxy:llm") as rec, LLMProxy("https://api.anthropic.com", rec) as proxy:
         ...  # run the client with ANTHROPIC_BASE_URL=proxy.url
 """
@@ -15,11 +18,15 @@ before — every byte forwarded as it arrives — while each LLM call becomes th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from promcp.proxy._http import DEFAULT_READ_TIMEOUT_S, ReverseProxy
 from promcp.proxy.llm._exchange import api_of
 from promcp.proxy.llm._record import SESSION_HEADERS, Counters, LLMRecording
 from promcp.recorder import Recorder
+
+if TYPE_CHECKING:
+    from promcp.strategies.live import StrategySpec
 
 __all__ = ["DEFAULT_UPSTREAMS", "SESSION_HEADERS", "SOURCE", "Counters", "LLMProxy", "api_of"]
 
@@ -39,6 +46,9 @@ class LLMProxy:
     Start it with ``with`` (a thread of its own) or ``await start()`` / ``await close()`` on a running loop. The
     recorder is the caller's: closing the proxy waits until every finished call is journaled, then leaves the
     recorder open.
+
+    ``strategy`` (``--strategy``): requests are rewritten in flight by it (promcp/proxy/llm/_rewrite.py); off when
+    ``None``.
     """
 
     def __init__(
@@ -53,9 +63,20 @@ class LLMProxy:
         footprint_tokenizer: str = "o200k_base",
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         mcp_servers: Sequence[str] = (),
+        strategy: StrategySpec | None = None,
     ) -> None:
+        rewriter = None
+        if strategy is not None:  # imported on use: the plain recording path stays as light as it was
+            from promcp.proxy.llm._rewrite import Rewriter
+
+            rewriter = Rewriter(strategy)
+            rewriter.warm()  # the embedding model, if the scorer needs one, loads while the client starts
         self.recording = LLMRecording(
-            recorder, tokenizer=tokenizer, footprint_tokenizer=footprint_tokenizer, mcp_servers=mcp_servers
+            recorder,
+            tokenizer=tokenizer,
+            footprint_tokenizer=footprint_tokenizer,
+            mcp_servers=mcp_servers,
+            rewriter=rewriter,
         )
         self.http = ReverseProxy(
             upstream,

@@ -73,6 +73,9 @@ class LLMExchange(ExchangeObserver):
         self._inflate: Any = None
         self._done = done
         self._bounds: HeadTail[Any] = HeadTail(HEAD_BYTES, TAIL_FRAMES, TAIL_BYTES)
+        self.rewritten: Any = (
+            None  # what --strategy forwarded instead (a _rewrite.Rewrite), set before forwarding
+        )
 
     @property
     def skipped_frames(self) -> int:

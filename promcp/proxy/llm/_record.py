@@ -18,7 +18,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from promcp import tokenizers
 from promcp.errors import TokenizerError
@@ -43,6 +43,9 @@ from promcp.wire import (
     parse_response,
 )
 from promcp.wire.json_bounds import loads as bounded_json
+
+if TYPE_CHECKING:
+    from promcp.proxy.llm._rewrite import Rewriter
 
 __all__ = ["SESSION_HEADERS", "Counters", "LLMRecording"]
 
@@ -88,8 +91,10 @@ class LLMRecording:
         tokenizer: str | None = None,
         footprint_tokenizer: str = "o200k_base",
         mcp_servers: Sequence[str] = (),
+        rewriter: Rewriter | None = None,
     ) -> None:
         self.recorder = recorder
+        self.rewriter = rewriter  # --strategy: requests rewritten in flight (promcp/proxy/llm/_rewrite.py)
         self.mcp_servers = tuple(mcp_servers)
         self.tokenizer_name = tokenizer
         self.footprint = tokenizers.get(footprint_tokenizer)
@@ -108,7 +113,12 @@ class LLMRecording:
         if api is None:
             self.counters.forwarded_only += 1
             return None
-        return LLMExchange(api, request, self._queue.put)
+        exchange = LLMExchange(api, request, self._queue.put)
+        if self.rewriter is not None and api != COUNT_TOKENS:
+            from promcp.proxy.llm._rewrite import prepare_hook
+
+            exchange.prepare = prepare_hook(self.rewriter, exchange)
+        return exchange
 
     # -- the worker's side ------------------------------------------------------------------------------------------
 
@@ -166,13 +176,18 @@ class LLMRecording:
             body = bounded_json(ex.request.body)
             if not isinstance(body, dict):
                 raise ValueError("not a JSON object")
-            request = parse_request(ex.api, body)
+            request = client = parse_request(ex.api, body)
+            if ex.rewritten is not None and ex.rewritten.changed(ex.request.body):
+                from promcp.proxy.llm._rewrite import forwarded_request
+
+                request = forwarded_request(ex.api, ex.rewritten)  # what the model read
         except (ValueError, TypeError, AttributeError) as exc:
             self._unparsed(ex, f"request body is not a {ex.api} request: {exc}")
             return
         if ex.api == "gemini":  # the model and streaming are in the path
-            request.model = request.model or gemini.model_of_path(ex.request.path)
-            request.stream = ":streamGenerateContent" in ex.request.path
+            for req in {id(request): request, id(client): client}.values():
+                req.model = req.model or gemini.model_of_path(ex.request.path)
+                req.stream = ":streamGenerateContent" in ex.request.path
         if request.side_call is not None:
             self._side_call(ex, request)
             return
@@ -213,6 +228,10 @@ class LLMRecording:
             attrs_in=self._attrs_in(ex, request, placement, session, tokenizer),
             attrs_out=attrs_out,
         )
+        if ex.rewritten is not None:
+            from promcp.proxy.llm._rewrite import rewrite_attrs
+
+            call.attrs_in = {**(call.attrs_in or {}), **rewrite_attrs(call, client, ex.rewritten)}
         self._emit(llm_call_events(call), placement)
         ok = failure is None and output is not None
         self.conversations.answered(
