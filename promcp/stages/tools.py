@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from promcp.events import Event, Stage, Status, TimingQuality, Transport
+from promcp.events import TOOL_ERROR, Event, Stage, Status, TimingQuality, Transport
 from promcp.stages._common import Failure, PutText, outcome
 from promcp.stages.clock import Instant
 from promcp.tokenizers import CachedTokenizer
@@ -116,7 +116,7 @@ def tool_result_event(call: ToolsCall) -> Event | None:
     failure = call.failure
     attrs: dict[str, Any] = dict(failure.attrs) if failure else {}
     if call.result is not None and mcp.is_error(call.result):
-        failure = Failure(Status.ERROR, "tool_error", failure.message if failure else None, attrs)
+        failure = Failure(Status.ERROR, TOOL_ERROR, failure.message if failure else None, attrs)
         attrs["is_error"] = True
     attrs.update(call.attrs)
     text = forwarded_text(call)
