@@ -107,7 +107,7 @@ ERROR_TYPES: Final = frozenset(
         # LLM calls (host backends; the LLM proxy's upstream HTTP status kinds are the same names)
         "connection", "bad_request", "auth", "permission", "not_found", "too_large", "rate_limit", "overloaded",
         "http_error", "bad_response", "model_load", "llm_error", "model_crashed", "context_overflow",
-        "task_not_started", "task_timeout",
+        "task_not_started", "task_timeout", "interrupted",
         # MCP proxy
         "no_response", "unparsed_response", "unreadable_response", "invalid_response", "unmatched_response",
         "response_error", "invalid_json", "not_jsonrpc", "session_closed", "session_expired", "session_evicted",

@@ -19,6 +19,7 @@ builder                                    events
 :func:`tool_request_event`                 S3 of a :class:`ToolsCall`
 :func:`tool_result_event`                  S4 of a :class:`ToolsCall` (None when never sent)
 :func:`message_event`                      MCP ``protocol``: other MCP traffic (resources, prompts, ping, …)
+:func:`failed_step_event`                  a step that failed as a whole (a task, an unreadable request)
 :func:`imported_input_event`               S1 / S5 of an exported call (:mod:`promcp.stages.imported`)
 :func:`imported_output_event`              S2 / S6 of an exported call
 :func:`imported_tool_events`               S3 + S4 of an exported tool use
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 from promcp.stages._common import Failure, PutText, failure_status
 from promcp.stages.clock import SYSTEM_CLOCK, Clock, FakeClock, Instant
+from promcp.stages.failed import failed_step_event
 from promcp.stages.imported import (
     ImportContext,
     ImportedCall,
@@ -56,6 +58,7 @@ from promcp.stages.llm import (
 )
 from promcp.stages.protocol import message_event
 from promcp.stages.tools import (
+    Counted,
     ToolsCall,
     forwarded_text,
     tool_request_event,
@@ -66,6 +69,7 @@ from promcp.stages.tools import (
 __all__ = [
     "SYSTEM_CLOCK",
     "Clock",
+    "Counted",
     "Failure",
     "FakeClock",
     "ImportContext",
@@ -78,6 +82,7 @@ __all__ = [
     "ToolCallJoin",
     "ToolsCall",
     "context_overflow_event",
+    "failed_step_event",
     "failure_status",
     "forwarded_text",
     "imported_input_event",
