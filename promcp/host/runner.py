@@ -16,6 +16,7 @@ from typing import Any
 
 from mcp.types import Tool
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ServerError
 from promcp.events import Stage, Status
 from promcp.host.agent import Agent, Progress, TaskResult
@@ -66,7 +67,7 @@ class DryBackend:
         from promcp import tokenizers
         from promcp.wire.mcp import tool_text
 
-        self.tokenizer = tokenizers.get(bench.llm.tokenizer or "o200k_base")
+        self.tokenizer = tokenizers.get(bench.llm.tokenizer or DEFAULT_TOKENIZER)
         self.render_tool = lambda spec: tool_text(spec.name, spec.description, spec.input_schema)
 
     async def aclose(self) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from promcp import tokenizers
-from promcp.errors import TokenizerError
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.events import Event, Origin, Stage, Status
 from promcp.proxy._http import ExchangeObserver, ProxyRequest
 from promcp.proxy.llm._conversations import Conversations, Placement
@@ -86,7 +86,7 @@ class LLMRecording:
         recorder: Recorder,
         *,
         tokenizer: str | None = None,
-        footprint_tokenizer: str = "o200k_base",
+        footprint_tokenizer: str = DEFAULT_TOKENIZER,
         mcp_servers: Sequence[str] = (),
     ) -> None:
         self.recorder = recorder
@@ -143,11 +143,7 @@ class LLMRecording:
             self._worker.join()
 
     def _tokenizer(self, model: str | None) -> CachedTokenizer:
-        name = self.tokenizer_name or tokenizers.for_model(model)
-        try:
-            return tokenizers.get(name)
-        except TokenizerError:  # e.g. a gguf: label whose file is not here
-            return tokenizers.get("o200k_base")
+        return tokenizers.get_or_default(self.tokenizer_name or tokenizers.for_model(model))
 
     def _emit(self, events: Sequence[Event], placement: Placement | None) -> None:
         for event in events:
