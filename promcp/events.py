@@ -100,7 +100,8 @@ NO_RESULT: Final = "no_result"
 ERROR_TYPES: Final = frozenset(
     {
         # server start-up
-        "spawn_failed", "server_exited", "startup_timeout", "server_error",
+        "spawn_failed", "server_exited", "startup_timeout", "server_error", "connect_failed",
+        "discovery_timeout",
         # tool calls (host, instrumentation, MCP proxy, imports)
         TOOL_ERROR, "mcp_error", "protocol_error", "server_crashed", "tool_timeout", "timeout", "cancelled",
         "unknown_tool", "invalid_arguments", NO_RESULT,
