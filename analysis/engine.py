@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from promcp.errors import ConfigError
-from promcp.events import LLM_INPUT_STAGES, LLM_OUTPUT_STAGES, Stage, Status
+from promcp.events import LEGACY_ERROR_TYPES, LLM_INPUT_STAGES, LLM_OUTPUT_STAGES, Stage, Status
 
 TASK_KEYS: Final = ("run_id", "task_id")
 #: Columns the recorder sets on every event of a run: grouping by them needs no per-task lookup.
@@ -240,9 +240,18 @@ _ORDER = (
     f"CASE WHEN CAST(stage AS VARCHAR) IN {_INPUT_SQL} THEN 0 ELSE 1 END)"
 )
 _STATUS = "coalesce(CAST(status AS VARCHAR), 'ok')"
+
+
+def error_type_sql(column: str = "error_type") -> str:
+    """SQL: ``column`` as text, a legacy value (``promcp.events.LEGACY_ERROR_TYPES``) read as its name today."""
+    text = f"CAST({column} AS VARCHAR)"
+    cases = " ".join(f"WHEN {_literal(old)} THEN {_literal(new)}" for old, new in LEGACY_ERROR_TYPES.items())
+    return f"CASE {text} {cases} ELSE {text} END"
+
+
 #: What an error message is made of, packed for the few events that did not end ok.
 _FIELDS = (
-    f"struct_pack(status := {_STATUS}, error_type := CAST(error_type AS VARCHAR), preview := resp_preview, "
+    f"struct_pack(status := {_STATUS}, error_type := {error_type_sql()}, preview := resp_preview, "
     "tokens_in := tokens_in, ctx_window := context_window)"
 )
 

@@ -11,7 +11,7 @@ from typing import Final
 
 import pandas as pd
 
-from promcp.analysis.engine import INIT, Events, as_arrow, query
+from promcp.analysis.engine import INIT, Events, as_arrow, error_type_sql, query
 from promcp.analysis.tables import FACT_COLUMNS, per_task
 from promcp.analysis.tables import text_column as _text
 from promcp.events import Status
@@ -76,7 +76,7 @@ def errors(events: Events) -> pd.DataFrame:
             f"{_text('server', names)} AS server",
             f"{_text('tool', names)} AS tool",
             "CAST(status AS VARCHAR) AS status",
-            f"{_text('error_type', names)} AS error_type",
+            f"{error_type_sql() if 'error_type' in names else 'NULL'} AS error_type",
             f"{_text('resp_preview', names)} AS message",
         ]
     )

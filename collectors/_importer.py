@@ -26,6 +26,7 @@ from promcp.collectors._model import Conversation
 from promcp.collectors._problems import INTERNAL, Problems
 from promcp.collectors._stream import SanitizedReader, to_ns
 from promcp.content import DEFAULT_MAX_CONTENT_BYTES
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ImportFormatError
 from promcp.events import Event, Topology
 
@@ -491,7 +492,7 @@ class _SpanImport:
         self.summary = summary
         self.emit: Callable[[Event], Any] = sink or (lambda _event: None)
         self.runs = None if sink else OtlpRuns(root, content=content, max_content_bytes=max_content_bytes)
-        self.mapper = SpanMapper(tokenizers.get("o200k_base"))
+        self.mapper = SpanMapper(tokenizers.get(DEFAULT_TOKENIZER))
         self.tasks: set[str | None] = set()  # the tasks (traces) that got events
 
     def request(self, request: Any, line: int) -> None:

@@ -10,67 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from promcp.events import TimingQuality
-from promcp.wire import Piece, Usage
+from promcp.stages.imported import ImportedCall, ImportedToolUse, Interval
 
-
-@dataclass
-class Span:
-    """A time interval on one clock. ``start``/``end`` are wall-clock ns; ``quality`` says how far to trust it."""
-
-    start: int | None = None
-    end: int | None = None
-    quality: TimingQuality = TimingQuality.NONE
-
-    @property
-    def ms(self) -> float | None:
-        if (
-            self.quality is TimingQuality.NONE
-            or self.start is None
-            or self.end is None
-            or self.end < self.start
-        ):
-            return None
-        return (self.end - self.start) / 1e6
-
-
-@dataclass
-class ToolUse:
-    """One tool call the model made and (if it came back) its result."""
-
-    call_id: str | None
-    name: str  # as the client names it (``Linear:save_issue``, ``mcp__github__create_issue``, ``python``)
-    tool: str  # the tool's own name
-    server: str | None  # MCP server / connector / integration; None for a first-party tool
-    mcp: bool
-    arguments: str  # the request as the model wrote it (JSON text)
-    result: str | None = None  # the result content the model saw; None: no result (stopped, lost)
-    is_error: bool = False
-    call_span: Span = field(default_factory=Span)  # S3: dispatch
-    result_span: Span = field(default_factory=Span)  # S4: dispatch → result
-    attrs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Call:
-    """One LLM call: what it wrote (text, thinking) and the tools it asked for (none: the final answer).
-
-    ``span`` is its output (generation, or the whole call when the split is unknown); ``prefill`` bounds the
-    prompt processing when a source shows when the first output block started.
-    """
-
-    output_text: str = ""
-    thinking: str = ""
-    tools: list[ToolUse] = field(default_factory=list)
-    span: Span = field(default_factory=Span)
-    prefill: Span = field(default_factory=Span)
-    usage: Usage | None = None  # provider usage (Claude Code); input_tokens includes cache reads and writes
-    model: str | None = None
-    extra_context: list[tuple[str, str]] = field(default_factory=list)  # (key, text): orphan results etc.
-    #: what a source saw of this call's input besides the conversation (the Gemini CLI's spans: its system
-    #: instruction and function declarations), re-sent with every call: counted for this call only
-    context: list[Piece] = field(default_factory=list)
-    attrs: dict[str, Any] = field(default_factory=dict)
+#: the facts a parser hands to the stage builders (:mod:`promcp.stages.imported`), under the parsers' names
+Span = Interval
+ToolUse = ImportedToolUse
+Call = ImportedCall
 
 
 @dataclass

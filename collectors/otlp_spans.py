@@ -36,7 +36,6 @@ from typing import Any, Final
 from promcp import stages
 from promcp.errors import ImportFormatError
 from promcp.events import (
-    LLM_INPUT_STAGES,
     Direction,
     Event,
     Origin,
@@ -45,7 +44,7 @@ from promcp.events import (
     TokenSource,
     Transport,
 )
-from promcp.stages import Failure, Instant, LLMCall, ToolsCall
+from promcp.stages import Counted, Failure, Instant, LLMCall, ToolsCall
 from promcp.tokenizers import CachedTokenizer
 from promcp.wire import Output, ToolCall, Usage, carried
 from promcp.wire.mcp import Handshake
@@ -324,13 +323,14 @@ class SpanMapper:
             forwarded_text="",
             failure=failure,
             attrs={} if mcp else {"mcp": False},
+            mcp=mcp,
+            counted=Counted(  # promcp's enrichment when the sender had it, else unknown
+                request=_int(a.get("promcp.request.tokens")),
+                result=_int(a.get("promcp.footprint.tokens")),
+                tokenizer=_str(a.get("promcp.tokenizer")),
+            ),
         )
-        s3, s4 = stages.tools_call_events(call)
-        s3 = self._counted(s3, span, "promcp.request.tokens").replace(req_preview=None)
-        s4 = self._counted(s4, span, "promcp.footprint.tokens").replace(resp_preview=None)
-        if not mcp:
-            s3, s4 = s3.replace(mcp_method=None), s4.replace(mcp_method=None)
-        return [s3, s4]
+        return stages.tools_call_events(call)
 
     # -- GenAI ----------------------------------------------------------------------------------------------------
 
@@ -388,23 +388,9 @@ class SpanMapper:
             usage=usage,
             failure=failure,
             attrs_in={"schemas_observable": False},
+            texts_observed=False,  # a span carries sizes and usage, no texts: what it does not say is unknown
         )
-        unknown_in = {
-            o: None for o in ("in_system", "in_schemas", "in_user", "in_history", "in_tool_results")
-        }
-        fixed: list[Event] = []
-        for e in stages.llm_call_events(call):
-            change: dict[str, Any] = {"tokenizer": None, "resp_preview": None}
-            if e.stage in LLM_INPUT_STAGES:
-                if inp is None:
-                    change.update(unknown_in, parts=None, tokens_in=None, tokens_total=None)
-                    change["token_source"] = TokenSource.NONE
-            else:
-                if out is None:
-                    change.update(tokens_out=None, tokens_total=None, token_source=TokenSource.NONE)
-                change.update(tool=None, tool_call_id=e.tool_call_id or None)
-            fixed.append(e.replace(**change))
-        return fixed
+        return stages.llm_call_events(call)
 
 
 def mapping_counts(mapper: SpanMapper) -> Mapping[str, int]:

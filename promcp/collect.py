@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+from promcp.defaults import DEFAULT_TOKENIZER
 
 __all__ = ["Collector", "CollectorStats"]
 
@@ -109,7 +110,7 @@ class Collector:
         self.stats = CollectorStats()
         self.sessions = otlp.ClaudeCodeSessions()
         self.runs = OtlpRuns(out, content=content, max_content_bytes=max_content_bytes, say=say)
-        self.mapper = SpanMapper(tokenizers.get("o200k_base"))
+        self.mapper = SpanMapper(tokenizers.get(DEFAULT_TOKENIZER))
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self.max_pending, self.max_connections, self.timeout_s = max_pending, max_connections, timeout_s

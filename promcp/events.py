@@ -89,6 +89,42 @@ class Status(StrEnum):
     )
 
 
+#: ``error_type`` of a tool result that reports a failure (MCP ``isError``, an export's error flag): every source
+TOOL_ERROR: Final = "tool_error"
+#: ``error_type`` of an imported tool use the export holds no result for
+NO_RESULT: Final = "no_result"
+
+#: Every ``error_type`` promcp writes: the one vocabulary (docs/events.md "``error_type`` values" explains each, by
+#: source; ``tests/unit/test_docs.py`` checks both ways). OTLP spans keep the sender's own ``error.type``, which is
+#: not promcp's to name.
+ERROR_TYPES: Final = frozenset(
+    {
+        # server start-up
+        "spawn_failed", "server_exited", "startup_timeout", "server_error", "connect_failed",
+        "discovery_timeout",
+        # tool calls (host, instrumentation, MCP proxy, imports)
+        TOOL_ERROR, "mcp_error", "protocol_error", "server_crashed", "tool_timeout", "timeout", "cancelled",
+        "unknown_tool", "invalid_arguments", NO_RESULT,
+        # LLM calls (host backends; the LLM proxy's upstream HTTP status kinds are the same names)
+        "connection", "bad_request", "auth", "permission", "not_found", "too_large", "rate_limit", "overloaded",
+        "http_error", "bad_response", "model_load", "llm_error", "model_crashed", "context_overflow",
+        "task_not_started", "task_timeout", "interrupted",
+        # MCP proxy
+        "no_response", "unparsed_response", "unreadable_response", "invalid_response", "unmatched_response",
+        "response_error", "invalid_json", "not_jsonrpc", "session_closed", "session_expired", "session_evicted",
+        "stream_closed", "stream_error", "client_closed", "proxy_stopped",
+        # LLM proxy
+        "upstream_unreachable", "upstream_timeout", "upstream_error", "upstream_cut", "client_disconnected",
+        "request_too_large", "proxy_closed", "unparsed_request",
+        # OTLP spans without an error type of their own
+        "error",
+    }
+)  # fmt: skip
+
+#: values older datasets hold, as readers show them (``is_error``: imports before the vocabulary was one)
+LEGACY_ERROR_TYPES: Final = {"is_error": TOOL_ERROR}
+
+
 class Topology(StrEnum):
     L_CUST = "l-cust"  # local LLM + customized client
     C_CUST = "c-cust"  # cloud LLM API + customized client

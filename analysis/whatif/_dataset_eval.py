@@ -28,6 +28,7 @@ from promcp.analysis.cost import input_rates
 from promcp.analysis.load import attrs_of
 from promcp.analysis.whatif import strategies as st
 from promcp.analysis.whatif._catalog_eval import hits, payloads, static_payloads
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import PromcpWarning
 from promcp.events import Phase, Stage
 from promcp.strategies.routing import Router
@@ -190,7 +191,7 @@ def evaluate_dataset(
             used.append(answer if answer is not None else str(prev or ""))
         task_calls = calls[(calls["run_id"] == run_id) & (calls["task_id"] == task_id)].sort_values("round")
         for _, ev in task_calls.iterrows():
-            name = tokenizer or ev["tokenizer"] or "o200k_base"
+            name = tokenizer or ev["tokenizer"] or DEFAULT_TOKENIZER
             count = counter(str(name))
             parts = _parts(ev["parts"])
             schema_keys = [key for origin, key, _ in parts if origin == "schemas"]

@@ -1,7 +1,9 @@
 """The ``promcp`` command line: one small module per subcommand.
 
 Each subcommand module in this package exposes ``add_parser(subparsers)``, which registers its parser and sets
-``func`` (a callable taking the parsed namespace and returning an exit code). :func:`main` wires them together,
+``func`` (a callable taking the parsed namespace and returning an exit code); a module listed in
+:data:`COMMAND_MODULES` that fails to import is an error, never a command silently left out (``tests/unit/test_cli.py``
+runs ``--help`` of every one). :func:`main` wires them together,
 turns promcp's own errors into a one-line message and exit status 2, and makes SIGTERM behave like Ctrl-C so that
 every command can finalize what it recorded.
 """
@@ -50,13 +52,8 @@ def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"promcp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES if only is None else only:
-        try:
-            module = importlib.import_module(f"promcp.cli.{name}")
-        except ModuleNotFoundError as exc:  # a command not built yet in this tree
-            if exc.name != f"promcp.cli.{name}":
-                raise
-            continue
-        module.add_parser(sub)
+        # strict: a listed command whose module does not import is a bug to see, not a command to leave out
+        importlib.import_module(f"promcp.cli.{name}").add_parser(sub)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""Shared plumbing of the subcommands: error reporting, signals, consoles and progress bars."""
+"""Shared plumbing of the subcommands: error reporting, signals, consoles and progress bars, options more than
+one command reads (``--model``)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from functools import cache
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from promcp._version import __version__
-from promcp.errors import PromcpError, PromcpWarning
+from promcp.errors import ConfigError, PromcpError, PromcpWarning
 
 if (
     TYPE_CHECKING
@@ -194,3 +196,20 @@ def _describe(exc: OSError) -> str:
     from promcp.store.files import describe
 
     return describe(exc)
+
+
+def model_option(backend: str, model: str | None) -> str | None:
+    """``--model`` as the backend wants it; a hint when the name belongs to another backend."""
+    if model is None:
+        return None
+    if model.endswith(".gguf"):
+        return str(Path(model).expanduser().resolve())
+    if backend == "llama-cpp" and not Path(model).expanduser().is_file():
+        hint = (
+            f"{model!r} looks like an Ollama model name: add --backend ollama (Ollama serving it on this machine)"
+            if ":" in model
+            else f"{model!r} is neither a .gguf file nor a file here: give a GGUF path, or a network backend "
+            "(--backend ollama|openai|anthropic) that serves this model"
+        )
+        raise ConfigError(f"the llama-cpp backend loads a GGUF file; {hint}", source="--model")
+    return model

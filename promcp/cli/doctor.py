@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from promcp.cli._common import stdout
+from promcp.cli._common import model_option, stdout
 from promcp.host.doctor import Check
 
 DEFAULT_BENCHMARK = Path("benchmark.yaml")
@@ -53,7 +53,6 @@ def print_checks(checks: Sequence[Check], console: Console) -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from promcp.cli.run import model_option
     from promcp.host.doctor import run_checks
 
     path = args.benchmark or (DEFAULT_BENCHMARK if DEFAULT_BENCHMARK.is_file() else None)

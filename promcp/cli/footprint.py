@@ -10,6 +10,7 @@ import os
 import sys
 
 from promcp.cli._common import stderr, stdout
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ConfigError
 
 #: Exit status when the measurement worked but the gate failed (over budget, regression).
@@ -41,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--tokenizers",
-        default="o200k_base",
+        default=DEFAULT_TOKENIZER,
         help="comma-separated tokenizers, the first one for the budget "
         "(e.g. o200k_base,cl100k_base,approx:claude; default o200k_base); anthropic:count_tokens[:MODEL] and "
         "gemini:count_tokens[:MODEL] ask the provider for its exact count (ANTHROPIC_API_KEY / GEMINI_API_KEY; "

@@ -16,7 +16,8 @@ import argparse
 import importlib
 from pathlib import Path
 
-from promcp.cli._common import add_content_options
+from promcp.cli._common import add_content_options, stderr
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ConfigError
 
 _CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "gemini", "codex")
@@ -59,7 +60,7 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--tokenizer",
-        default="o200k_base",
+        default=DEFAULT_TOKENIZER,
         help="tokenizer for footprints (default: o200k_base; see docs/tokens.md)",
     )
     p.add_argument(
@@ -215,10 +216,76 @@ def _add_config(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="print only {\"mcpServers\": …} of the wrapped servers (for 'claude --mcp-config FILE')",
     )
-    p.set_defaults(func=_run_config)
+    p.set_defaults(func=run_config)
 
 
-def _run_config(args: argparse.Namespace) -> int:
-    from promcp.proxy.mcp.clients import run_config
+def run_config(args: argparse.Namespace) -> int:
+    """``promcp proxy config``: the client's configuration with its servers wrapped (promcp.proxy.mcp.clients
+    rewrites it; this prints or writes it, keeping a backup)."""
+    import json
+    import os
+    import shlex
+    import sys
 
-    return run_config(args)
+    from promcp.proxy.mcp.clients import (
+        BACKUP_SUFFIX,
+        CLIENTS,
+        default_path,
+        load_config,
+        wrap_config,
+        write_atomic,
+    )
+
+    client: str = args.client
+    path: Path = args.file or default_path(client)
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    if args.undo:
+        if not backup.exists():
+            raise ConfigError(f"no backup to restore ({backup.name} is not there)", source=path)
+        os.replace(backup, path)
+        stderr().print(f"restored {path} from {backup.name}", highlight=False, soft_wrap=True)
+        return 0
+    if not 0 < args.port < 65536:
+        raise ConfigError("--port must be between 1 and 65535", key="--port")
+    fmt = CLIENTS[client]
+    if fmt.toml:
+        if args.mcp_config:
+            raise ConfigError(
+                "--mcp-config is for Claude Code's JSON; Codex's config is TOML", key="--mcp-config"
+            )
+        from promcp.proxy.codex import wrap_toml
+
+        load_config(path, client)  # a clear error for a missing file or bad TOML
+        text, result = wrap_toml(
+            path.read_text(encoding="utf-8"), out=args.out, tokenizer=args.tokenizer, port=args.port
+        )
+    else:
+        config = load_config(path, client)
+        result = wrap_config(config, client, out=args.out, tokenizer=args.tokenizer, port=args.port)
+        doc = result.mcp_servers(fmt, os.getcwd()) if args.mcp_config else result.config
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    err = stderr()
+    if args.write:
+        if backup.exists():
+            raise ConfigError(
+                f"a backup ({backup.name}) is already there: run --undo first, or remove it", source=path
+            )
+        backup.write_bytes(path.read_bytes())
+        os.chmod(backup, path.stat().st_mode & 0o777)
+        write_atomic(path, text)
+        err.print(f"wrote {path} (backup: {backup.name})", highlight=False, soft_wrap=True)
+        if fmt.comments:
+            err.print(
+                "note: comments are not kept in the written file (the backup has them)", highlight=False
+            )
+    else:
+        sys.stdout.write(text)
+    if result.wrapped:
+        err.print(f"wrapped: {', '.join(result.wrapped)}", highlight=False, soft_wrap=True)
+    if result.kept:
+        err.print(f"left as they were: {', '.join(result.kept)}", highlight=False, soft_wrap=True)
+    if result.http_proxies:
+        err.print("start these before the client (one per HTTP server):", highlight=False)
+        for command in result.http_proxies:
+            err.print(f"  {shlex.join(command)}", highlight=False, soft_wrap=True, markup=False)
+    return 0

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from promcp.cli._common import add_content_options
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ConfigError
 
 __all__ = [
@@ -75,7 +76,7 @@ def add_recording_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--footprint-tokenizer",
-        default="o200k_base",
+        default=DEFAULT_TOKENIZER,
         help="tokenizer of tool-call footprints (S3/S4), as 'promcp proxy mcp --tokenizer' (default o200k_base)",
     )
     p.add_argument(

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from promcp.cli._common import add_content_options, stderr, stdout
+from promcp.cli._common import add_content_options, model_option, stderr, stdout
 from promcp.errors import ConfigError
 from promcp.events import Topology
 from promcp.recorder import Recorder, new_run_id
@@ -87,23 +87,6 @@ def topology_for(backend: str, requested: str | None) -> str:
     if requested:
         return requested
     return Topology.L_CUST.value if backend in LOCAL_BACKENDS else Topology.C_CUST.value
-
-
-def model_option(backend: str, model: str | None) -> str | None:
-    """``--model`` as the backend wants it; a hint when the name belongs to another backend."""
-    if model is None:
-        return None
-    if model.endswith(".gguf"):
-        return str(Path(model).expanduser().resolve())
-    if backend == "llama-cpp" and not Path(model).expanduser().is_file():
-        hint = (
-            f"{model!r} looks like an Ollama model name: add --backend ollama (Ollama serving it on this machine)"
-            if ":" in model
-            else f"{model!r} is neither a .gguf file nor a file here: give a GGUF path, or a network backend "
-            "(--backend ollama|openai|anthropic) that serves this model"
-        )
-        raise ConfigError(f"the llama-cpp backend loads a GGUF file; {hint}", source="--model")
-    return model
 
 
 def _backend(bench: Any, args: argparse.Namespace) -> Any:

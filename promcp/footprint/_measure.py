@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.events import Phase
 from promcp.footprint._provider import ExactCount
 from promcp.footprint._session import Listing, Target, list_tools
@@ -168,7 +169,7 @@ def footprint_of(
 
     exact_by = {e.name: e for e in exact}
     local, _asked = split_names(list(dict.fromkeys(tokenizer_names)))
-    local = local or ["o200k_base"]  # the fields and the strategies need a local count
+    local = local or [DEFAULT_TOKENIZER]  # the fields and the strategies need a local count
     names = [n for n in dict.fromkeys(tokenizer_names) if n in local or n in exact_by] or local
     names += [n for n in local if n not in names]
     toks = {n: tokenizers.get(n) for n in local}
@@ -220,7 +221,7 @@ def footprint_of(
 
 def measure(
     target: Target,
-    tokenizer_names: Sequence[str] = ("o200k_base",),
+    tokenizer_names: Sequence[str] = (DEFAULT_TOKENIZER,),
     *,
     timeout_s: float = 30.0,
     top_fields: int = 10,
@@ -230,12 +231,12 @@ def measure(
     from promcp import tokenizers
     from promcp.footprint._provider import ExactCountError, exact_count, split_names
 
-    names = list(dict.fromkeys(tokenizer_names)) or ["o200k_base"]
+    names = list(dict.fromkeys(tokenizer_names)) or [DEFAULT_TOKENIZER]
     local, asked = split_names(names)
     for name in local:
         tokenizers.get(name)  # an unknown name fails before any server starts
     cfg = target.config()
-    listing = list_tools(target, timeout_s=timeout_s, tokenizer=(local or ["o200k_base"])[0])
+    listing = list_tools(target, timeout_s=timeout_s, tokenizer=(local or [DEFAULT_TOKENIZER])[0])
     exact: list[ExactCount] = []
     errors: dict[str, str] = {}
     host_tools = [host_tool(t) for t in listing.tools]

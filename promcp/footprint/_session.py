@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ConfigError, ServerError
 from promcp.events import Event, Phase
 from promcp.host.config import Command, Policy, ServerConfig
@@ -110,7 +111,7 @@ class Listing:
         }
 
 
-def list_tools(target: Target, *, timeout_s: float = 30.0, tokenizer: str = "o200k_base") -> Listing:
+def list_tools(target: Target, *, timeout_s: float = 30.0, tokenizer: str = DEFAULT_TOKENIZER) -> Listing:
     """Start ``target``, list all its tools, stop it. Raises :class:`ServerError` (one line) when it cannot be
     started, does not answer within ``timeout_s`` (start-up and each ``tools/list`` page), or exits."""
     cfg = target.config()

@@ -16,15 +16,16 @@ from typing import Any
 
 from mcp.types import Tool
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ServerError
-from promcp.events import Event, Stage, Status, TimingQuality
+from promcp.events import Stage, Status
 from promcp.host.agent import Agent, Progress, TaskResult
 from promcp.host.config import Benchmark, TaskConfig
 from promcp.host.llm.base import LLMBackend, ToolSpec
 from promcp.host.sessions import ServerPool
 from promcp.host.workspace import prepare_workspace
 from promcp.recorder import Recorder, scope
-from promcp.stages import SYSTEM_CLOCK, Instant
+from promcp.stages import SYSTEM_CLOCK, Failure, Instant, failed_step_event
 from promcp.strategies.live import StrategySpec
 
 __all__ = ["RunResult", "make_pool", "prepare_workspace", "run_benchmark", "strategy_meta"]
@@ -66,7 +67,7 @@ class DryBackend:
         from promcp import tokenizers
         from promcp.wire.mcp import tool_text
 
-        self.tokenizer = tokenizers.get(bench.llm.tokenizer or "o200k_base")
+        self.tokenizer = tokenizers.get(bench.llm.tokenizer or DEFAULT_TOKENIZER)
         self.render_tool = lambda spec: tool_text(spec.name, spec.description, spec.input_schema)
 
     async def aclose(self) -> None:
@@ -213,16 +214,8 @@ def _task_failure(
 ) -> None:
     """A failure of the task as a whole (not of one call): one event of ``stage`` without tokens or timing."""
     end = SYSTEM_CLOCK.now()
+    failure = Failure(status, error_type, resp_preview)
     with scope(task_id=task.id, round=1 if stage is Stage.S1 else None):
         recorder.emit(
-            Event(
-                stage=stage,
-                status=status,
-                error_type=error_type,
-                t_start_ns=start.wall_ns,
-                t_end_ns=end.wall_ns,
-                timing_quality=TimingQuality.NONE,
-                resp_preview=resp_preview,
-                attrs=attrs,
-            )
+            failed_step_event(stage=stage, start=start, end=end, failure=failure, timed=False, attrs=attrs)
         )

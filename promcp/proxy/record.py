@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ConfigError
 from promcp.proxy._group import ENV_OUT, ENV_RUN_ID
 from promcp.proxy.codex import CodexSetup, codex_setup, is_codex, mcp_overrides
@@ -97,7 +98,7 @@ class RecordOptions:
     api: str | None = None
     wrap_mcp: bool = True
     tokenizer: str | None = None
-    footprint_tokenizer: str = "o200k_base"
+    footprint_tokenizer: str = DEFAULT_TOKENIZER
     environ: Mapping[str, str] | None = None
     cwd: Path | None = None
     strategy: Any = None  # --strategy: a promcp.strategies.live.StrategySpec applied by the LLM proxies

@@ -30,6 +30,7 @@ from typing import Any, Final
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ConfigError, PromcpError
 
 #: Rows kept per table of an answer.
@@ -241,7 +242,7 @@ class DatasetTools:
                 "give the url of a running server",
                 source="footprint",
             )
-        names = list(tokenizers or ("o200k_base",))
+        names = list(tokenizers or (DEFAULT_TOKENIZER,))
         fp = measure(Target(command=tuple(command or ()), url=url), names, timeout_s=min(timeout_s, 120.0))
         body = _document_body(footprint_document(fp))
         totals = ", ".join(f"{fp.total(n):,} ({n})" for n in fp.tokenizers)

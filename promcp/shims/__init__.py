@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from promcp.content import DEFAULT_MAX_CONTENT_BYTES
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.recorder import Recorder
 from promcp.shims import _config, _handoff, _join, _mcp, _spans
 from promcp.shims._patch import Patches
@@ -65,7 +66,7 @@ def instrument(
     out: str | Path = "traces/",
     *,
     topology: str = "l-cust",
-    tokenizer: str = "o200k_base",
+    tokenizer: str = DEFAULT_TOKENIZER,
     recorder: Recorder | None = None,
     llm: bool = True,
     span_exporter: Any = None,
@@ -132,7 +133,7 @@ def record_session(
     *,
     server: str | None = None,
     transport: str | None = None,
-    tokenizer: str = "o200k_base",
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> None:
     """Record one MCP session (a ``ClientSession``, or an entered ``Client``) into ``recorder`` — no process-wide
     recorder, other sessions untouched. For a harness that owns its recorders (e.g. one per run).

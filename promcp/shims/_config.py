@@ -3,6 +3,7 @@ counts a given model's text."""
 
 from __future__ import annotations
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.stages import SYSTEM_CLOCK, Clock
 from promcp.tokenizers import CachedTokenizer
 
@@ -21,7 +22,7 @@ def footprint_tokenizer() -> CachedTokenizer:
     if settings.tokenizer is None:
         from promcp import tokenizers
 
-        settings.tokenizer = tokenizers.get("o200k_base")
+        settings.tokenizer = tokenizers.get(DEFAULT_TOKENIZER)
     return settings.tokenizer
 
 

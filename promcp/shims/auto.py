@@ -16,6 +16,8 @@ import os
 import runpy
 import sys
 
+from promcp.defaults import DEFAULT_TOKENIZER
+
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         instrument(
             os.environ.get("PROMCP_OUT") or "traces/",
             topology=os.environ.get("PROMCP_TOPOLOGY") or "l-cust",
-            tokenizer=os.environ.get("PROMCP_TOKENIZER") or "o200k_base",
+            tokenizer=os.environ.get("PROMCP_TOKENIZER") or DEFAULT_TOKENIZER,
             content=os.environ.get("PROMCP_CONTENT") or "redacted",
             max_content_bytes=int(max_bytes) if max_bytes.isdigit() else DEFAULT_MAX_CONTENT_BYTES,
         )

@@ -79,6 +79,9 @@ class LLMCall:
     attrs_out: Mapping[str, Any] | None = None
     #: ``trace_id`` / ``span_id`` / ``parent_span_id`` of the span the source made for the call
     span_ids: Mapping[str, str | None] | None = None
+    #: False: the source saw sizes, not texts (an OTLP span): nothing is counted or previewed, a token count the
+    #: provider did not report is unknown (``token_source = none``, no tokenizer), an unnamed tool call has no name
+    texts_observed: bool = True
 
     @property
     def stage_in(self) -> Stage:
@@ -126,7 +129,7 @@ def _common(call: LLMCall) -> dict[str, Any]:
         "round": call.round,
         "model": call.model,
         "provider": call.provider,
-        "tokenizer": call.tokenizer.name,
+        "tokenizer": call.tokenizer.name if call.texts_observed else None,
         "context_window": call.context_window,
         **(call.span_ids or {}),
     }
@@ -152,7 +155,7 @@ def llm_input_event(call: LLMCall) -> Event:
             t_start_ns=call.start.wall_ns,
             t_end_ns=max(call.end.wall_ns, call.start.wall_ns),
             latency_ms=_total_ms(call),
-            resp_preview=call.failure.message,
+            resp_preview=call.failure.message if call.texts_observed else None,
             attrs=attrs,
             **outcome(call.failure),
             **_common(call),
@@ -170,11 +173,12 @@ def llm_input_event(call: LLMCall) -> Event:
         attrs.update(usage_attrs(usage))
         cache = usage_columns(usage)
     attrs.update(call.attrs_in or {})
+    unknown = not call.texts_observed and (usage is None or usage.input_tokens is None)
     prompt_ms = _prompt_ms(call)
     return Event(
         stage=call.stage_in,
-        parts=parts,
-        token_source=token_source,
+        parts=None if unknown else parts,
+        token_source=TokenSource.NONE if unknown else token_source,
         t_start_ns=call.start.wall_ns,
         t_end_ns=call.start.plus_ms(prompt_ms).wall_ns if prompt_ms is not None else call.start.wall_ns,
         latency_ms=prompt_ms,
@@ -229,8 +233,11 @@ def llm_output_event(call: LLMCall) -> Event | None:
         attrs["tool_call_ids"] = [c.id for c in calls]
     text = output_text(out)
     usage = _usage(call)
+    tokens_out: int | None
     if usage is not None and usage.output_tokens is not None:
         tokens_out, source = usage.output_tokens, usage.source
+    elif not call.texts_observed:
+        tokens_out, source = None, TokenSource.NONE
     else:
         tokens_out, source = call.tokenizer.count(text), call.tokenizer.source
     attrs.update(out.timings)
@@ -239,17 +246,23 @@ def llm_output_event(call: LLMCall) -> Event | None:
         attrs["content"] = call.put_text("answer", text)
     prompt_ms = _prompt_ms(call)
     split = call.start.plus_ms(prompt_ms) if prompt_ms is not None else call.start
+    if not call.texts_observed:
+        tool_call_id, tool = (calls[0].id or None, calls[0].name or None) if calls else (None, None)
+    else:
+        tool_call_id, tool = (calls[0].id, calls[0].name) if calls else (None, None)
+    if source is TokenSource.NONE and tokens_out is not None:
+        source = TokenSource.TOKENIZER
     return Event(
         stage=stage,
         tokens_out=tokens_out,
         reasoning_tokens=usage.reasoning_tokens if usage is not None else None,
-        token_source=source if source is not TokenSource.NONE else TokenSource.TOKENIZER,
+        token_source=source,
         t_start_ns=split.wall_ns,
         t_end_ns=max(call.end.wall_ns, split.wall_ns),
         latency_ms=max(_total_ms(call) - (prompt_ms or 0.0), 0.0),
-        tool_call_id=calls[0].id if calls else None,
-        tool=calls[0].name if calls else None,
-        resp_preview=text,
+        tool_call_id=tool_call_id,
+        tool=tool,
+        resp_preview=text if call.texts_observed else None,
         attrs=attrs,
         **_common(call),
     )

@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from promcp.events import Event, Stage, Status, TimingQuality, Transport
+from promcp.events import TOOL_ERROR, Event, Stage, Status, TimingQuality, TokenSource, Transport
 from promcp.stages._common import Failure, PutText, outcome
 from promcp.stages.clock import Instant
 from promcp.tokenizers import CachedTokenizer
 from promcp.wire import mcp
 
-__all__ = ["ToolsCall", "tool_request_event", "tool_result_event", "tools_call_events"]
+__all__ = ["Counted", "ToolsCall", "tool_request_event", "tool_result_event", "tools_call_events"]
 
 
 @dataclass
@@ -58,6 +58,26 @@ class ToolsCall:
     failure: Failure | None = None
     put_text: PutText | None = None
     attrs: dict[str, Any] = field(default_factory=dict)  # the source's own (``synthetic``, ``sent: false``…)
+    round: int | None = (
+        None  # the LLM round whose tool call this is, when the source knows it better than its scope
+    )
+    mcp: bool = True  # False: a client's own tool (no ``tools/call`` on the wire: ``mcp_method`` is null)
+    #: the call was not seen but derived from the next LLM request that carries its result (the LLM proxy): S3 has
+    #: no timing (``none``), S4 runs from the plan (``sent``) to that request (``received``): ``bounded``
+    derived: bool = False
+    request_attrs: Mapping[str, Any] | None = None  # the S3's attrs when it was sent (default: none)
+    #: token counts the source was given instead of texts (an OTLP span's attributes); None: count the texts
+    counted: Counted | None = None
+
+
+@dataclass(frozen=True)
+class Counted:
+    """Token counts a source was given instead of the texts: the events take them as they are, previews stay empty,
+    and a count that is None is unknown (``token_source = none``, no tokenizer)."""
+
+    request: int | None = None
+    result: int | None = None
+    tokenizer: str | None = None
 
 
 def _common(call: ToolsCall) -> dict[str, Any]:
@@ -66,11 +86,27 @@ def _common(call: ToolsCall) -> dict[str, Any]:
         "tool": call.tool,
         "tool_call_id": call.tool_call_id,
         "transport": call.transport,
-        "mcp_method": "tools/call",
+        "mcp_method": "tools/call" if call.mcp else None,
         "jsonrpc_id": call.jsonrpc_id,
         "protocol_version": call.protocol_version,
-        "tokenizer": call.tokenizer.name,
-        "token_source": call.tokenizer.source,
+        "round": call.round,
+    }
+
+
+def _tokens(call: ToolsCall, text: str | None, given: int | None) -> dict[str, Any]:
+    """``footprint_tokens`` / ``tokenizer`` / ``token_source``: ``text`` counted, or the count the source was given."""
+    if call.counted is None:
+        return {
+            "footprint_tokens": call.tokenizer.count(text) if text is not None else None,
+            "tokenizer": call.tokenizer.name,
+            "token_source": call.tokenizer.source,
+        }
+    if given is None:
+        return {"footprint_tokens": None, "tokenizer": None, "token_source": TokenSource.NONE}
+    return {
+        "footprint_tokens": given,
+        "tokenizer": call.counted.tokenizer,
+        "token_source": TokenSource.TOKENIZER,
     }
 
 
@@ -85,16 +121,19 @@ def tool_request_event(call: ToolsCall) -> Event:
     attrs: dict[str, Any] | None = None
     if sent is None:
         attrs = {**(call.failure.attrs if call.failure else {}), **call.attrs} or None
+    elif call.request_attrs:
+        attrs = dict(call.request_attrs)
+    timed = sent is not None and not call.derived
     return Event(
         stage=Stage.S3,
         t_start_ns=call.start.wall_ns,
         t_end_ns=(sent or call.start).wall_ns,
-        latency_ms=call.start.ms_to(sent) if sent else None,
-        timing_quality=TimingQuality.EXACT if sent else TimingQuality.NONE,
-        footprint_tokens=call.tokenizer.count(text),
+        latency_ms=call.start.ms_to(sent) if sent and timed else None,
+        timing_quality=TimingQuality.EXACT if timed else TimingQuality.NONE,
         footprint_bytes=call.request_bytes if call.request_bytes is not None else len(text.encode()),
-        req_preview=text,
+        req_preview=text if call.counted is None else None,
         attrs=attrs,
+        **_tokens(call, text, call.counted.request if call.counted else None),
         **(outcome(call.failure) if sent is None else outcome(None)),
         **_common(call),
     )
@@ -116,21 +155,23 @@ def tool_result_event(call: ToolsCall) -> Event | None:
     failure = call.failure
     attrs: dict[str, Any] = dict(failure.attrs) if failure else {}
     if call.result is not None and mcp.is_error(call.result):
-        failure = Failure(Status.ERROR, "tool_error", failure.message if failure else None, attrs)
+        failure = Failure(Status.ERROR, TOOL_ERROR, failure.message if failure else None, attrs)
         attrs["is_error"] = True
     attrs.update(call.attrs)
     text = forwarded_text(call)
     if text is not None and call.put_text is not None:
         attrs["content"] = call.put_text("result", text)
+    preview = text if text is not None else (failure.message if failure else None)
     return Event(
         stage=Stage.S4,
         t_start_ns=sent.wall_ns,
         t_end_ns=max(received.wall_ns, sent.wall_ns),
         latency_ms=max(sent.ms_to(received), 0.0),
-        footprint_tokens=call.tokenizer.count(text) if text is not None else None,
+        timing_quality=TimingQuality.BOUNDED if call.derived else TimingQuality.EXACT,
         footprint_bytes=call.response_bytes,
-        resp_preview=text if text is not None else (failure.message if failure else None),
+        resp_preview=preview if call.counted is None else None,
         attrs=attrs or None,
+        **_tokens(call, text, call.counted.result if call.counted else None),
         **outcome(failure),
         **_common(call),
     )

@@ -23,10 +23,12 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import TokenizerError
 from promcp.tokenizers._base import BaseTokenizer, CachedTokenizer
 
 __all__ = [
+    "DEFAULT_TOKENIZER",
     "BaseTokenizer",
     "CachedTokenizer",
     "available",
@@ -34,6 +36,7 @@ __all__ = [
     "describe",
     "for_model",
     "get",
+    "get_or_default",
     "register",
     "register_model_alias",
 ]
@@ -86,6 +89,18 @@ def get(name: str) -> CachedTokenizer:
         return tok
 
 
+def get_or_default(name: str, on_fallback: Callable[[str], object] | None = None) -> CachedTokenizer:
+    """``get(name)``, or the default tokenizer (:data:`DEFAULT_TOKENIZER`) when ``name`` cannot be loaded (an
+    unknown name, a ``gguf:`` file that is not here, a missing package): the one fallback every source uses. The
+    events name the tokenizer that counted; ``on_fallback`` gets one line saying why."""
+    try:
+        return get(name)
+    except TokenizerError as exc:
+        if on_fallback is not None:
+            on_fallback(f"tokenizer {name!r} unavailable ({exc}); counting with {DEFAULT_TOKENIZER}")
+        return get(DEFAULT_TOKENIZER)
+
+
 def describe(name: str) -> str | None:
     """What an approximation label stands for (``approx:claude`` → ``cl100k_base × 1.0``); None for exact ones."""
     from promcp.tokenizers._approx import describe as _describe
@@ -107,7 +122,7 @@ _OPENAI_PREFIXES_O200K = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "
 _OPENAI_PREFIXES_CL100K = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")
 
 
-def for_model(model: str | None, default: str = "o200k_base") -> str:
+def for_model(model: str | None, default: str = DEFAULT_TOKENIZER) -> str:
     """The tokenizer name to count a model's text with.
 
     A ``.gguf`` path uses the model's own vocabulary; OpenAI model names map to their tiktoken encoding; Claude models

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from promcp.cli.proxy import run_config
 from promcp.errors import ConfigError
 from promcp.proxy.codex import codex_setup, toml_value
-from promcp.proxy.mcp.clients import run_config
 from promcp.proxy.record import RecordOptions, plan_launch
 from promcp.recorder import Recorder
 

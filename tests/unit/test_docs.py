@@ -280,23 +280,52 @@ def test_analysis_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
         exec(compile(block, "docs/analysis.md", "exec"), scope)
 
 
-def _error_types_in_code() -> set[str]:
-    found: set[str] = set()
+def _error_types_in_code() -> dict[str, str]:
+    """Every ``error_type`` the code writes as a literal: ``error_type="…"``, ``Failure.of("…")``,
+    ``Failure(status, "…")`` → where."""
+    from promcp import events
+
+    found: dict[str, str] = {}
     for path in [*(REPO / "promcp").rglob("*.py"), *(REPO / "collectors").rglob("*.py")]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            value = node.value if isinstance(node, ast.keyword) and node.arg == "error_type" else None
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                found.add(value.value)
+            values: list[ast.expr] = []
+            if isinstance(node, ast.keyword) and node.arg == "error_type":
+                values.append(node.value)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and func.attr == "of" and _named(func.value, "Failure"):
+                    values.extend(node.args[:1])
+                elif _named(func, "Failure"):
+                    values.extend(node.args[1:2])
+            for value in values:
+                text = value.value if isinstance(value, ast.Constant) else None
+                if isinstance(value, ast.Name) and value.id.isupper():  # a name of the vocabulary's
+                    text = getattr(events, value.id, None)
+                if isinstance(text, str):
+                    found.setdefault(text, f"{path.relative_to(REPO)}:{value.lineno}")
     return found
 
 
-def test_every_error_type_the_code_writes_is_documented() -> None:
+def _named(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def test_every_error_type_is_in_the_vocabulary_and_documented() -> None:
+    from promcp.events import ERROR_TYPES, LEGACY_ERROR_TYPES
+    from promcp.wire._errors import STATUS_TYPES
+
+    written = _error_types_in_code()
+    assert {"tool_error", "no_result", "mcp_error", "upstream_cut"} <= set(written)  # the scan really reads
+    outside = {v: where for v, where in written.items() if v not in ERROR_TYPES}
+    assert not outside, f"error_type values written but not in promcp.events.ERROR_TYPES: {outside}"
+    assert set(STATUS_TYPES.values()) | {"http_error"} <= ERROR_TYPES
+    assert set(LEGACY_ERROR_TYPES.values()) <= ERROR_TYPES and not set(LEGACY_ERROR_TYPES) & ERROR_TYPES
     events_md = (REPO / "docs" / "events.md").read_text(encoding="utf-8")
     section = events_md.split("## `error_type` values", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"`([a-z_]+)`", section))
-    missing = _error_types_in_code() - documented
-    assert not missing, f"error_type values written by the code but not in docs/events.md: {sorted(missing)}"
+    missing = ERROR_TYPES - documented
+    assert not missing, f"promcp.events.ERROR_TYPES values docs/events.md does not list: {sorted(missing)}"
 
 
 def test_run_md_schema_is_the_schema() -> None:

@@ -116,3 +116,90 @@ def test_the_mcp_proxy_start_imports_no_dataframe_library(tmp_path: Path) -> Non
     assert got.returncode == 0, got.stderr
     assert got.stdout.strip() == "", f"the MCP proxy's start imported {got.stdout.strip()}"
     assert list(tmp_path.rglob("*.jsonl")), "no journal part written: the recorder did not really start"
+
+
+def _cycle(graph: dict[str, set[str]], modules: set[str]) -> list[str] | None:
+    """An import cycle among ``modules`` (as a path), or None."""
+    edges = {m: {d for d in graph[m] if d in modules and d != m} for m in modules}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> list[str] | None:
+        state[m] = 1
+        for d in sorted(edges[m]):
+            if state.get(d) == 1:
+                return [*path, d]
+            if d not in state and (found := visit(d, [*path, d])) is not None:
+                return found
+        state[m] = 2
+        return None
+
+    for m in sorted(modules):
+        if m not in state and (found := visit(m, [m])) is not None:
+            return found
+    return None
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycle(graph, set(graph)) == ["a", "b", "c", "a"]
+    assert _cycle(graph, {"a", "b", "d"}) is None
+
+
+def test_no_import_cycle_among_the_commands() -> None:
+    graph = _graph()
+    commands = {m for m in graph if m.startswith("promcp.cli.")}
+    assert "promcp.cli.run" in commands and "promcp.cli.doctor" in commands
+    assert _cycle(graph, commands) is None
+
+
+def test_no_source_imports_the_cli() -> None:
+    """Sources measure and hand facts on; printing and options belong to the commands (``promcp.cli``)."""
+    graph = _graph()
+    sources = (
+        "promcp.proxy",
+        "promcp.collectors",
+        "promcp.host",
+        "promcp.shims",
+        "promcp.collect",
+        "promcp.recorder",
+        "promcp.store",
+        "promcp.stages",
+        "promcp.wire",
+    )
+    reaching_up = sorted(
+        (src, dst)
+        for src, dsts in graph.items()
+        if _under(src, *sources)
+        for dst in dsts
+        if _under(dst, "promcp.cli")
+    )
+    assert reaching_up == []
+    assert any(_under(d, "promcp.cli") for d in graph["promcp.cli.proxy"])  # the graph holds cli edges
+
+
+def _stage_events_built(path: Path) -> list[int]:
+    """Lines where ``path`` constructs an :class:`~promcp.events.Event` (``Event(stage=…)``)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = (
+            func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        )
+        if name == "Event" and any(k.arg == "stage" for k in node.keywords):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_stage_events_are_built_only_in_stages() -> None:
+    """A source hands facts to a builder of promcp/stages; it never decides an event's columns itself."""
+    stages = REPO / "promcp" / "stages"
+    built = {
+        str(path.relative_to(REPO)): lines
+        for folder in FOLDERS.values()
+        for path in folder.rglob("*.py")
+        if stages not in path.parents and (lines := _stage_events_built(path))
+    }
+    assert built == {}
+    assert _stage_events_built(stages / "llm.py")  # the check really finds constructions

@@ -164,3 +164,13 @@ def test_long_texts_are_counted_in_pieces_with_the_same_count(name: str, newline
     assert len(cuts) > 40 and cuts[0][0] == 0 and cuts[-1][1] == len(text)
     assert all(a < b == c for (a, b), (c, _) in itertools.pairwise(cuts))
     assert sum(tok.base.count(text[a:b]) for a, b in cuts) == tok.base.count(text)
+
+
+def test_one_fallback_to_the_default_tokenizer_says_why() -> None:
+    from promcp.defaults import DEFAULT_TOKENIZER
+
+    said: list[str] = []
+    tok = tokenizers.get_or_default("gguf:/nonexistent/model.gguf", said.append)
+    assert tok.name == DEFAULT_TOKENIZER == tokenizers.for_model(None)
+    assert len(said) == 1 and "gguf:/nonexistent/model.gguf" in said[0] and DEFAULT_TOKENIZER in said[0]
+    assert tokenizers.get_or_default("cl100k_base", said.append).name == "cl100k_base" and len(said) == 1

@@ -17,6 +17,7 @@ from typing import Any
 import httpx2 as httpx
 
 from promcp import tokenizers
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import LLMError
 from promcp.events import TokenSource
 from promcp.host.llm._http import (
@@ -62,7 +63,7 @@ class OllamaBackend(HttpBackendMixin, LLMBackend):
             headers={"authorization": f"Bearer {api_key}"} if api_key else {},
             timeout_s=timeout_s,
             tokenizer=tokenizer,
-            default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default="o200k_base"),
+            default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default=DEFAULT_TOKENIZER),
             context_window=context_window,
             secret=api_key,
             transport=transport,

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx2 as httpx
 
 from promcp import tokenizers
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.events import TokenSource
 from promcp.host.llm._http import (
     HttpBackendMixin,
@@ -69,7 +70,7 @@ class OpenAIBackend(HttpBackendMixin, LLMBackend):
             headers={"authorization": f"Bearer {key}"} if key else {},
             timeout_s=timeout_s,
             tokenizer=tokenizer,
-            default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default="o200k_base"),
+            default_tokenizer=tokenizers.for_model(model or DEFAULT_MODEL, default=DEFAULT_TOKENIZER),
             context_window=context_window,
             secret=key,
             transport=transport,

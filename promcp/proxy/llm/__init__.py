@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.proxy._http import DEFAULT_READ_TIMEOUT_S, ReverseProxy
 from promcp.proxy.llm._exchange import api_of
 from promcp.proxy.llm._record import SESSION_HEADERS, Counters, LLMRecording
@@ -60,7 +61,7 @@ class LLMProxy:
         port: int = 0,
         allow_remote: bool = False,
         tokenizer: str | None = None,
-        footprint_tokenizer: str = "o200k_base",
+        footprint_tokenizer: str = DEFAULT_TOKENIZER,
         read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         mcp_servers: Sequence[str] = (),
         strategy: StrategySpec | None = None,

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from promcp import tokenizers
-from promcp.errors import TokenizerError
-from promcp.events import Event, Origin, Stage, Status, TimingQuality
+from promcp.defaults import DEFAULT_TOKENIZER
+from promcp.events import Event, Origin, Stage, Status
 from promcp.proxy._http import ExchangeObserver, ProxyRequest
 from promcp.proxy.llm._conversations import Conversations, Placement
 from promcp.proxy.llm._exchange import COUNT_TOKENS, LLMExchange, api_of
 from promcp.recorder import Recorder
-from promcp.stages import Failure, LLMCall, ToolsCall, llm_call_events, tools_call_events
+from promcp.stages import Failure, LLMCall, ToolsCall, failed_step_event, llm_call_events, tools_call_events
 from promcp.stages.link import mcp_tool_of, tool_calls_attr
 from promcp.tokenizers import CachedTokenizer
 from promcp.wire import (
@@ -89,7 +89,7 @@ class LLMRecording:
         recorder: Recorder,
         *,
         tokenizer: str | None = None,
-        footprint_tokenizer: str = "o200k_base",
+        footprint_tokenizer: str = DEFAULT_TOKENIZER,
         mcp_servers: Sequence[str] = (),
         rewriter: Rewriter | None = None,
     ) -> None:
@@ -153,11 +153,7 @@ class LLMRecording:
             self._worker.join()
 
     def _tokenizer(self, model: str | None) -> CachedTokenizer:
-        name = self.tokenizer_name or tokenizers.for_model(model)
-        try:
-            return tokenizers.get(name)
-        except TokenizerError:  # e.g. a gguf: label whose file is not here
-            return tokenizers.get("o200k_base")
+        return tokenizers.get_or_default(self.tokenizer_name or tokenizers.for_model(model))
 
     def _emit(self, events: Sequence[Event], placement: Placement | None) -> None:
         for event in events:
@@ -381,6 +377,7 @@ class LLMRecording:
                 if ex.api == "gemini"
                 else mcp_tool_of(call.name)
             )
+            marks = {"derived": "next_request", "client_tool": mcp is None, "llm_tool_name": call.name}
             tc = ToolsCall(
                 tool=mcp[1] if mcp else call.name,
                 server=mcp[0] if mcp else None,
@@ -395,26 +392,12 @@ class LLMRecording:
                 forwarded_text=text,
                 failure=Failure.of("tool_error", text) if failed else None,
                 put_text=self.recorder.put_text if self.recorder.capture_content else None,
-                attrs={
-                    "derived": "next_request",
-                    "client_tool": mcp is None,
-                    "llm_tool_name": call.name,
-                    "args_digest": arguments_digest(call.join_arguments),
-                },
+                attrs={**marks, "args_digest": arguments_digest(call.join_arguments)},
+                request_attrs=marks,
+                round=placement.answered_round,
+                derived=True,  # seen in the next request, not on the wire: S3 untimed, S4 bounded
             )
-            s3, *rest = tools_call_events(tc)
-            marks = {k: v for k, v in tc.attrs.items() if k != "args_digest"}  # the S3 builder keeps none
-            events.append(
-                s3.replace(
-                    latency_ms=None,
-                    timing_quality=TimingQuality.NONE,
-                    round=placement.answered_round,
-                    attrs={**(s3.attrs or {}), **marks},
-                )
-            )
-            events.extend(
-                e.replace(timing_quality=TimingQuality.BOUNDED, round=placement.answered_round) for e in rest
-            )
+            events.extend(tools_call_events(tc))
         return events
 
     def _unparsed(self, ex: LLMExchange, why: str) -> None:
@@ -430,15 +413,12 @@ class LLMRecording:
         if outcome.status is not None:
             attrs["http_status"] = outcome.status
         self.recorder.emit(
-            Event(
+            failed_step_event(
                 stage=Stage.S1,
-                status=Status.ERROR,
-                error_type="unparsed_request",
-                t_start_ns=ex.request.received.wall_ns,
-                t_end_ns=max(outcome.end.wall_ns, ex.request.received.wall_ns),
-                latency_ms=max(ex.request.received.ms_to(outcome.end), 0.0),
+                start=ex.request.received,
+                end=outcome.end,
+                failure=Failure(Status.ERROR, "unparsed_request", why),
                 provider=_PROVIDERS.get(ex.api),
-                resp_preview=why,
                 attrs=attrs,
             )
         )

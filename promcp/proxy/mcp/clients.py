@@ -39,11 +39,9 @@ not record itself into the dataset it reads).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
-import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -349,7 +347,7 @@ def load_config(path: Path, client: str) -> dict[str, Any]:
     return config
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.promcp-tmp-{os.getpid()}")
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -362,62 +360,3 @@ def _write_atomic(path: Path, text: str) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-
-
-def run_config(args: argparse.Namespace) -> int:
-    """``promcp proxy config``."""
-    from promcp.cli._common import stderr
-
-    client: str = args.client
-    path: Path = args.file or default_path(client)
-    backup = path.with_name(path.name + BACKUP_SUFFIX)
-    if args.undo:
-        if not backup.exists():
-            raise ConfigError(f"no backup to restore ({backup.name} is not there)", source=path)
-        os.replace(backup, path)
-        stderr().print(f"restored {path} from {backup.name}", highlight=False, soft_wrap=True)
-        return 0
-    if not 0 < args.port < 65536:
-        raise ConfigError("--port must be between 1 and 65535", key="--port")
-    fmt = CLIENTS[client]
-    if fmt.toml:
-        if args.mcp_config:
-            raise ConfigError(
-                "--mcp-config is for Claude Code's JSON; Codex's config is TOML", key="--mcp-config"
-            )
-        from promcp.proxy.codex import wrap_toml
-
-        load_config(path, client)  # a clear error for a missing file or bad TOML
-        text, result = wrap_toml(
-            path.read_text(encoding="utf-8"), out=args.out, tokenizer=args.tokenizer, port=args.port
-        )
-    else:
-        config = load_config(path, client)
-        result = wrap_config(config, client, out=args.out, tokenizer=args.tokenizer, port=args.port)
-        doc = result.mcp_servers(fmt, os.getcwd()) if args.mcp_config else result.config
-        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    err = stderr()
-    if args.write:
-        if backup.exists():
-            raise ConfigError(
-                f"a backup ({backup.name}) is already there: run --undo first, or remove it", source=path
-            )
-        backup.write_bytes(path.read_bytes())
-        os.chmod(backup, path.stat().st_mode & 0o777)
-        _write_atomic(path, text)
-        err.print(f"wrote {path} (backup: {backup.name})", highlight=False, soft_wrap=True)
-        if fmt.comments:
-            err.print(
-                "note: comments are not kept in the written file (the backup has them)", highlight=False
-            )
-    else:
-        sys.stdout.write(text)
-    if result.wrapped:
-        err.print(f"wrapped: {', '.join(result.wrapped)}", highlight=False, soft_wrap=True)
-    if result.kept:
-        err.print(f"left as they were: {', '.join(result.kept)}", highlight=False, soft_wrap=True)
-    if result.http_proxies:
-        err.print("start these before the client (one per HTTP server):", highlight=False)
-        for command in result.http_proxies:
-            err.print(f"  {shlex.join(command)}", highlight=False, soft_wrap=True, markup=False)
-    return 0

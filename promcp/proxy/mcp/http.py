@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.proxy._hosts import HostPolicy
 from promcp.proxy._http import ProxyRequest, ReverseProxy
 from promcp.proxy.mcp._sessions import SOURCE, HttpExchange, HttpSessions
@@ -71,7 +72,7 @@ class McpHttpProxy:
         out: str | Path = "traces",
         name: str | None = None,
         run_id: str | None = None,
-        tokenizer: str = "o200k_base",
+        tokenizer: str = DEFAULT_TOKENIZER,
         timeout_s: float | None = None,
         content: str = DEFAULT_CONTENT,
         max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
@@ -131,11 +132,7 @@ class McpHttpProxy:
             if self._tokenizer is None:
                 from promcp import tokenizers
 
-                try:
-                    self._tokenizer = tokenizers.get(self._tokenizer_name)
-                except Exception as exc:
-                    _say(f"tokenizer {self._tokenizer_name!r} unavailable ({exc}); counting with o200k_base")
-                    self._tokenizer = tokenizers.get("o200k_base")
+                self._tokenizer = tokenizers.get_or_default(self._tokenizer_name, _say)
             return self._tokenizer
 
     def _observe(self, request: ProxyRequest) -> HttpExchange:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.events import Direction, Event, Phase, Status, Transport
 from promcp.recorder import Recorder
 from promcp.stages import (
@@ -172,7 +173,7 @@ class McpObserver:
         *,
         server: str | None,
         transport: Transport,
-        tokenizer: str | Callable[[], CachedTokenizer] = "o200k_base",
+        tokenizer: str | Callable[[], CachedTokenizer] = DEFAULT_TOKENIZER,
         clock: Clock = SYSTEM_CLOCK,
         timeout_s: float | None = None,
         max_pending: int = 10_000,
@@ -214,14 +215,8 @@ class McpObserver:
             else:
                 from promcp import tokenizers
 
-                try:
-                    self._tokenizer = tokenizers.get(spec)
-                except (
-                    Exception
-                ) as exc:  # an unknown name: count with the default, say so (the column names it)
-                    if self.on_error is not None:
-                        self.on_error(f"tokenizer {spec!r} unavailable ({exc}); counting with o200k_base")
-                    self._tokenizer = tokenizers.get("o200k_base")
+                # an unknown name: count with the default, say so (the column names it)
+                self._tokenizer = tokenizers.get_or_default(spec, self.on_error)
         return self._tokenizer
 
     # -- start-up ---------------------------------------------------------------------------------------------
@@ -711,7 +706,7 @@ class McpObserver:
     # -- plumbing ---------------------------------------------------------------------------------------------
 
     def _deferred(self, kind: str, fields: dict[str, Any]) -> Deferred:
-        name = self._tokenizer_spec if isinstance(self._tokenizer_spec, str) else "o200k_base"
+        name = self._tokenizer_spec if isinstance(self._tokenizer_spec, str) else DEFAULT_TOKENIZER
         return Deferred(kind, fields, name, self.tokenizer, self.recorder.put_text)
 
     def _direction(self, origin: str) -> Direction:

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME, Frame, LineFrames, json_decoder
 
 __all__ = ["FORWARDED_SIGNALS", "StdioOptions", "run_stdio"]
@@ -88,7 +89,7 @@ class StdioOptions:
         name: str | None = None,
         out: Any = None,
         run_id: str | None = None,
-        tokenizer: str = "o200k_base",
+        tokenizer: str = DEFAULT_TOKENIZER,
         timeout_s: float | None = None,
         content: str = DEFAULT_CONTENT,
         max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
