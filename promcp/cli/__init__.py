@@ -65,12 +65,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser((_MODULE_OF.get(argv[0], argv[0]),) if lean else None)
     args, extra = parser.parse_known_args(argv)
     if extra:  # a mistyped option: the command's own usage, not the top-level one
-        command = _subparser(parser, getattr(args, "command", None))
+        # by the word typed, not ``args.command``: a command may reuse that name for its own argument (``record``'s
+        # client command line)
+        command = _subparser(parser, argv[0])
         (command or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     return run_command(args.func, args)
 
 
-def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser | None:
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and name in action.choices:
             found: argparse.ArgumentParser = action.choices[name]
