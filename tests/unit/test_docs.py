@@ -156,6 +156,12 @@ SKIP: dict[str, str] = {
     "--out traces/strat2": "LLM run (its table is in docs/whatif.md)",
     "promcp report traces/strat2 --format markdown": "needs the two LLM runs above (test_run_strategies: the same "
     "section on a scripted run)",
+    "for s in full slim dedup topk:3:bm25 search-tool:3:bm25 two-phase:3:bm25; do": "six whole-benchmark LLM runs "
+    "(2-6.5 min each; their table is in docs/whatif.md)",
+    "promcp run --topology l-cust benchmark.yaml --strategy $s --out traces/strat-all": "the loop's LLM run",
+    "done": "the loop's end",
+    "promcp report traces/strat-all --section strategies --format markdown": "needs the six LLM runs above "
+    "(test_run_strategies: the same section on a scripted run)",
 }
 
 
