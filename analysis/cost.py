@@ -34,6 +34,7 @@ from promcp.errors import ConfigError
 from promcp.events import LLM_INPUT_STAGES, Origin, Stage, Topology
 
 __all__ = [
+    "CALL_COST_COLUMNS",
     "COST_COLUMNS",
     "PRICE_TABLE",
     "UNATTRIBUTED",
@@ -51,6 +52,21 @@ __all__ = [
 #: The price table's name and version (shown with every cost table).
 PRICE_TABLE: Final = f"genai-prices {importlib.metadata.version('genai-prices')}"
 COST_COLUMNS: Final = ("input_usd", "output_usd", "total_usd")
+#: The event columns :func:`call_costs` prices a call from (what a reader loads for it).
+CALL_COST_COLUMNS: Final = (
+    "run_id",
+    "task_id",
+    "round",
+    "topology",
+    "model",
+    "provider",
+    "stage",
+    "tokens_in",
+    "tokens_out",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+)
 _INPUT = frozenset(s.value for s in LLM_INPUT_STAGES)
 _OUTPUT = frozenset({Stage.S2.value, Stage.S6.value})
 _PER_TOKEN = 1e-6  # rates are per million tokens

@@ -16,7 +16,15 @@ from typing import Final
 import pandas as pd
 
 from promcp import tokenizers as _tokenizers
-from promcp.analysis.cost import PRICE_TABLE, Rates, cache_split, call_costs, cost_by_phase, schema_tax
+from promcp.analysis.cost import (
+    CALL_COST_COLUMNS,
+    PRICE_TABLE,
+    Rates,
+    cache_split,
+    call_costs,
+    cost_by_phase,
+    schema_tax,
+)
 from promcp.analysis.engine import (
     IMPLICIT_TASK,
     TASK_EVENT_SQL,
@@ -230,22 +238,7 @@ def report(
     return out
 
 
-_COST_COLUMNS: Final = (
-    "run_id",
-    "task_id",
-    "round",
-    "topology",
-    "model",
-    "provider",
-    "stage",
-    "tokens_in",
-    "tokens_out",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cache_write_1h_tokens",
-    "source",
-    "parts",
-)
+_COST_COLUMNS: Final = (*CALL_COST_COLUMNS, "source", "parts")
 
 
 def _llm_inputs(

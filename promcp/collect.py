@@ -452,12 +452,7 @@ def _handler(collector: Collector) -> type[BaseHTTPRequestHandler]:
                     self._answer(*collector._reject(503, BEHIND), close=True)
                     return
                 try:
-                    answer = collector.accept(
-                        self.path,
-                        body,
-                        self.headers.get("content-type") or "",
-                        self.headers.get("content-encoding") or "",
-                    )
+                    answer = self._accept(body)
                 finally:
                     collector.release(len(body))
                 self._answer(*answer)
@@ -480,15 +475,18 @@ def _handler(collector: Collector) -> type[BaseHTTPRequestHandler]:
                 if len(body) < length:  # the sender hung up mid-body: nothing to answer
                     self.close_connection = True
                     return
-                answer = collector.accept(
-                    self.path,
-                    body,
-                    self.headers.get("content-type") or "",
-                    self.headers.get("content-encoding") or "",
-                )
+                answer = self._accept(body)
             finally:
                 collector.release(length)
             self._answer(*answer)
+
+        def _accept(self, body: bytes) -> tuple[int, bytes, str, str]:
+            return collector.accept(
+                self.path,
+                body,
+                self.headers.get("content-type") or "",
+                self.headers.get("content-encoding") or "",
+            )
 
         def _answer(self, status: int, body: bytes, kind: str, _reason: str, close: bool = False) -> None:
             self.send_response(status)

@@ -24,20 +24,6 @@ from promcp.store.parts import events_from_table
 __all__ = ["RunSpans", "run_header"]
 
 _TIME_COLUMNS = ["task_id", "t_start_ns", "t_end_ns"]
-_COST_COLUMNS = [
-    "run_id",
-    "task_id",
-    "round",
-    "topology",
-    "model",
-    "provider",
-    "stage",
-    "tokens_in",
-    "tokens_out",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cache_write_1h_tokens",
-]
 _INPUT = frozenset(s.value for s in LLM_INPUT_STAGES)
 _OUTPUT = frozenset(s.value for s in LLM_OUTPUT_STAGES)
 
@@ -158,9 +144,9 @@ class RunSpans:
 
     def costs(self) -> dict[tuple[str, int | None, str], Cost]:
         """(task, round, ``in`` / ``out``) → the cost of that side of the LLM call (promcp.analysis.cost)."""
-        from promcp.analysis.cost import call_costs
+        from promcp.analysis.cost import CALL_COST_COLUMNS, call_costs
 
-        frame = self._columns(_COST_COLUMNS).to_pandas()
+        frame = self._columns(list(CALL_COST_COLUMNS)).to_pandas()
         if frame.empty or "stage" not in frame or not frame["stage"].astype(str).isin(_INPUT).any():
             return {}
         if "run_id" not in frame:

@@ -433,8 +433,10 @@ class HttpSessions:
             return self._shared, False
         return self._open(new_run_id()), True
 
-    def _open(self, run_id: str) -> Recorder:
-        self.runs.append(run_id)
+    def _open(self, run_id: str, *, new_run: bool = True) -> Recorder:
+        """A recorder writing one part of ``run_id`` (``new_run``: a run this proxy counts as its own)."""
+        if new_run:
+            self.runs.append(run_id)
         return Recorder(
             self.out,
             topology=Topology.C_OTS,
@@ -446,8 +448,7 @@ class HttpSessions:
             meta=self.meta,
         )
 
-    def _new(self, transport: Transport, key: tuple[str, str] | None, *, born_here: bool = True) -> _Session:
-        recorder, own = self._recorder()
+    def _observer(self, recorder: Recorder, transport: Transport) -> McpObserver:
         observer = McpObserver(
             recorder,
             server=self.name,
@@ -457,6 +458,11 @@ class HttpSessions:
             relay_ms=False,
         )
         observer.on_error = self.say
+        return observer
+
+    def _new(self, transport: Transport, key: tuple[str, str] | None, *, born_here: bool = True) -> _Session:
+        recorder, own = self._recorder()
+        observer = self._observer(recorder, transport)
         session = _Session(observer, recorder, own, born_here=born_here)
         self.sessions_seen += 1
         self._live.append(session)
@@ -478,25 +484,8 @@ class HttpSessions:
         run_id = self._ended.get(key)
         if run_id is None:
             return None
-        recorder = Recorder(
-            self.out,
-            topology=Topology.C_OTS,
-            source=SOURCE,
-            run_id=run_id,
-            part=f"mcp-{self.name}",
-            content=self.content,
-            max_content_bytes=self.max_content_bytes,
-            meta=self.meta,
-        )
-        observer = McpObserver(
-            recorder,
-            server=self.name,
-            transport=transport,
-            tokenizer=self.tokenizer,
-            timeout_s=self.timeout_s,
-            relay_ms=False,
-        )
-        observer.on_error = self.say
+        recorder = self._open(run_id, new_run=False)
+        observer = self._observer(recorder, transport)
         session = _Session(observer, recorder, True, key=key, born_here=False, late=True)
         self._live.append(session)
         return session
