@@ -10,7 +10,9 @@ Answers: 200 with an empty export response in the request's encoding; 400 with t
 decode (nested too deep included); 413 for a body over the limit; 415 for another content type; 404 for another
 path; and **503 with ``Retry-After``** when the recording worker is behind (the queue of decoded requests is full,
 or the bodies being read and queued would pass ``max_pending`` bytes) and, with the reason, when the recording
-worker has stopped: nothing is acknowledged that cannot be recorded. OTLP exporters retry on 503, so a burst is
+worker has stopped: nothing is acknowledged that cannot be recorded. **A batch is written to the spool before it is
+answered 200** (:mod:`promcp._spool`: on disk until it is recorded), so a collector killed with SIGKILL loses
+nothing it acknowledged: the next ``promcp collect`` on the same folder (or ``promcp finalize``) replays it. OTLP exporters retry on 503, so a burst is
 slowed down, never dropped. Bad input only affects its own request; a request the worker could not record (out of
 memory, say) is counted as lost and said. The listener is bounded too: a listen backlog for hundreds of senders,
 ``timeout_s`` for a request's head, its body and an idle keep-alive connection, and at most ``max_connections``
@@ -35,10 +37,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
+from promcp._spool import FsyncPolicy, SpooledBatch
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
 from promcp.defaults import DEFAULT_TOKENIZER
 
-__all__ = ["Collector", "CollectorStats"]
+__all__ = ["Collector", "CollectorStats", "replay_spool"]
 
 DEFAULT_MAX_BODY: Final = 64 * 1024 * 1024
 #: bodies being read or queued for the recording worker, in bytes, before the receiver answers 503
@@ -72,6 +75,7 @@ class CollectorStats:
     unplaced: int = 0  # Claude Code tool results without a call to join (kept as events of their own)
     refused_connections: int = 0  # connections closed at once: over max_connections
     duplicates: int = 0  # rows already recorded (an exporter's retry)
+    replayed: int = 0  # batches an earlier process acknowledged and left in the spool, recorded by this one
     unmapped: dict[str, int] = field(default_factory=dict)  # spans left out, by why
     runs: list[Path] = field(default_factory=list)
 
@@ -96,6 +100,7 @@ class Collector:
         max_pending: int = DEFAULT_MAX_PENDING,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        spool_fsync: FsyncPolicy = "never",
     ) -> None:
         from promcp import tokenizers
         from promcp.collectors import otlp
@@ -124,6 +129,7 @@ class Collector:
         if grpc is not None:
             self._grpc, self.grpc_port = _grpc_server(self, *grpc)
         self._worker = threading.Thread(target=self._work, name="promcp-collect", daemon=True)
+        self._init_spool(content, max_content_bytes, spool_fsync)
         self._serving = threading.Thread(
             target=self._server.serve_forever, name="promcp-collect-http", daemon=True
         )
@@ -135,6 +141,7 @@ class Collector:
 
     def start(self) -> Collector:
         self._worker.start()
+        self._replaying.start()
         self._serving.start()
         if self._grpc is not None:
             self._grpc.start()
@@ -146,6 +153,7 @@ class Collector:
             self._grpc.stop(grace=5).wait()
         self._server.shutdown()
         self._server.server_close()
+        self._stop_replay()
         self._queue.put(None)
         self._worker.join()
         return self.stats
@@ -173,21 +181,25 @@ class Collector:
             return self._reject(400, "the request is nested too deep to decode")
         except MemoryError:
             return self._reject(503, f"{BEHIND} (out of memory decoding the request)")
-        if not self.enqueue(kind, request, len(body)):
+        if not self.enqueue(kind, request, len(body), SpooledBatch(kind, media, encoding, body)):
             return self._reject(503, self.stopped or BEHIND)
         if media == "application/json":
             return 200, b"{}", "application/json", ""
         return 200, b"", "application/x-protobuf", ""  # an empty Export*ServiceResponse
 
-    def enqueue(self, kind: str, request: Any, size: int = 0) -> bool:
-        """Queue a decoded export request for the recording worker; False when the queue is full (back-pressure)
-        or the worker has stopped (:attr:`stopped` says why). ``size``: its body's bytes, already reserved with
-        :meth:`reserve` (released once recorded)."""
-        if self.stopped is not None:
-            return False
-        try:
-            self._queue.put_nowait((kind, request, size))
-        except queue.Full:
+    def enqueue(
+        self,
+        kind: str,
+        request: Any,
+        size: int = 0,
+        batch: SpooledBatch | None = None,
+        replayed: bool = False,
+    ) -> bool:
+        """Write a decoded export request to the spool and queue it for the recording worker; False when the queue
+        is full (back-pressure), the spool cannot be written, or the worker has stopped (:attr:`stopped` says
+        why). ``size``: its body's bytes, already reserved with :meth:`reserve` (released once recorded);
+        ``batch``: the body as received (None: a gRPC message, spooled as protobuf)."""
+        if self.stopped is not None or not self._spooled(kind, request, size, batch, replayed):
             return False
         with self._lock:
             self._pending += size  # held until the worker has recorded it
@@ -255,7 +267,7 @@ class Collector:
 
     def _close(self) -> None:
         self.stats.runs.extend(self.runs.close())
-        self.stats.duplicates = self.runs.duplicates
+        self.stats.duplicates = self.runs.duplicates - self._replay_duplicates
         self.stats.unmapped = {**self.mapper.unmapped, **self.sessions.gemini.unmapped}
         self.stats.prompts = dict(self.runs.prompts)
 
@@ -300,19 +312,128 @@ class Collector:
             if item is None:
                 break
             if item:
-                kind, request, size = item
+                kind, request, size, number, replayed = item
                 try:
-                    self._record(kind, request)
+                    self._record_spooled(kind, request, number, replayed)
                 finally:
                     del request, item
                     with self._lock:
                         self._pending -= size
             self._conversations(self.sessions.idle(time.time_ns(), self.idle_s))
+            self._spool.recorded(None, self._held())
             if self.rotate_s and time.monotonic() - opened >= self.rotate_s:
                 self._close()
                 opened = time.monotonic()
         self._conversations(self.sessions.flush())
         self._close()
+        self._spool.close()  # everything it held is journaled: nothing to replay
+
+    # -- the spool: written before the 200 answer, replayed after a kill (promcp/_spool.py) -------------------------
+
+    def _init_spool(self, content: str, max_content_bytes: int | None, fsync: FsyncPolicy) -> None:
+        from promcp._spool import Spool
+
+        meta = {"content": content, "max_content_bytes": max_content_bytes}
+        self._spool = Spool(self.out, meta=meta, fsync=fsync)
+        self._spool_lock = threading.Lock()
+        self._spool_failed = False
+        self._replay_duplicates = 0  # rows of replayed batches an earlier process had journaled already
+        self._replaying = threading.Thread(target=self._replay, name="promcp-collect-replay", daemon=True)
+
+    def _spooled(
+        self, kind: str, request: Any, size: int, batch: SpooledBatch | None, replayed: bool
+    ) -> bool:
+        """On disk, then queued (both or neither, as far as the answer goes)."""
+        if batch is None:
+            batch = SpooledBatch(kind, "application/x-protobuf", "", request.SerializeToString())
+        with self._spool_lock:  # the only producer section: a free slot checked here stays free for the put
+            if self._queue.full():
+                return False
+            try:
+                number = self._spool.write(batch)
+            except OSError as exc:
+                if not self._spool_failed:  # said once; every such batch is answered 503
+                    self._spool_failed = True
+                    self.say(
+                        f"promcp collect: cannot write the spool {self._spool.dir}: {exc.strerror or exc}"
+                    )
+                return False
+            self._spool_failed = False
+            try:
+                self._queue.put_nowait((kind, request, size, number, replayed))
+            except queue.Full:  # the stop sentinel took the slot
+                self._spool.forget(number)
+                return False
+        return True
+
+    def _record_spooled(self, kind: str, request: Any, number: int, replayed: bool) -> None:
+        before = self.runs.duplicates
+        try:
+            self._record(kind, request)
+        finally:
+            if replayed:
+                self._replay_duplicates += self.runs.duplicates - before
+            self._spool.recorded(number, self._held())
+
+    def _held(self) -> list[Any]:
+        """The prompts whose records are held in memory, not journaled yet (their batches stay spooled)."""
+        return [*self.sessions.open, *(("gemini", *key) for key in self.sessions.gemini.open)]
+
+    def _replay(self) -> None:
+        """Batches an earlier (killed) process acknowledged and left in the spool: through the accept path again."""
+        from promcp._spool import leftovers, read_spool
+        from promcp.collectors import otlp
+        from promcp.errors import ImportFormatError
+
+        for path in leftovers(self.out):
+            count = 0
+            for batch in read_spool(path):
+                try:
+                    request = otlp.decode_request(batch.kind, batch.body, batch.media, batch.encoding)
+                except (ImportFormatError, otlp.RequestTooLarge, RecursionError):
+                    continue  # it was decoded once before it was spooled: not expected
+                while not self.enqueue(batch.kind, request, 0, batch, replayed=True):
+                    if self.stopped is not None:
+                        return  # the worker stopped: the file stays, replayed by the next process
+                    time.sleep(0.02)  # the queue is full: the worker catches up
+                count += 1
+            path.unlink(missing_ok=True)  # every batch of it is in this process's spool now
+            with self._lock:
+                self.stats.replayed += count
+            self.say(
+                f"promcp collect: replayed {count} acknowledged batch(es) an earlier process left ({path.name})"
+            )
+
+    def wait_replayed(self, timeout: float | None = None) -> None:
+        """Wait until the spool an earlier process left has been queued again (``promcp finalize``)."""
+        self._replaying.join(timeout)
+
+    def _stop_replay(self) -> None:
+        """At stop: the replay runs to its end (what it replays was acknowledged), then everything is recorded."""
+        if self._replaying.is_alive():
+            self._replaying.join()
+
+
+def replay_spool(out: str | Path, say: Callable[[str], None] = lambda _text: None) -> int:
+    """``promcp finalize``: record the batches a killed collector acknowledged and left in ``out``'s spool (with
+    the content settings it ran with), as a restarted collector would; returns how many."""
+    from promcp._spool import leftovers, settings
+
+    left = leftovers(out)
+    if not left:
+        return 0
+    ran = settings(left[0])
+    content = ran.get("content")
+    limit = ran.get("max_content_bytes", DEFAULT_MAX_CONTENT_BYTES)
+    collector = Collector(
+        out,
+        port=0,  # loopback, never announced: the replay is the only sender
+        content=content if isinstance(content, str) else DEFAULT_CONTENT,
+        max_content_bytes=limit if isinstance(limit, int) or limit is None else DEFAULT_MAX_CONTENT_BYTES,
+        say=say,
+    ).start()
+    collector.wait_replayed()
+    return collector.stop().replayed
 
 
 def _grpc_server(collector: Collector, host: str, port: int) -> tuple[Any, int]:
@@ -328,7 +449,7 @@ def _grpc_server(collector: Collector, host: str, port: int) -> tuple[Any, int]:
 
     def export(kind: str, response: Any) -> Callable[[Any, Any, Any], Any]:
         def handle(_self: Any, request: Any, context: Any) -> Any:
-            if not collector.enqueue(kind, request):
+            if not collector.enqueue(kind, request):  # spooled as protobuf, then queued
                 with collector._lock:
                     rejected = collector.stats.grpc_rejected
                     rejected["UNAVAILABLE"] = rejected.get("UNAVAILABLE", 0) + 1

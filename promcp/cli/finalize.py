@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "finalize",
         help="write the journals left by a crashed or killed run into the dataset's Parquet files",
         description="Finalize the journals (DIR/_journal/*.jsonl) of runs that ended without finalizing (killed, "
-        "power loss, full disk), and merge the journal parts proxies left. Runs still recording are left alone. Readers such as 'promcp report' read "
+        "power loss, full disk), record the batches a killed 'promcp collect' acknowledged and left in DIR/_spool, "
+        "and merge the journal parts proxies left. Runs still recording are left alone. Readers such as 'promcp report' read "
         "journals in place and never write; this command is the step that does.",
     )
     p.add_argument("path", type=Path, help="dataset directory (or one journal file)")
@@ -36,8 +37,10 @@ def _run(args: argparse.Namespace) -> int:
     if path.is_file() and is_journal(path):
         done = [finalize(path)]
     elif path.is_dir():
+        replayed = _replay_spool(path)
         if not any(iter_journals(path)) and not pending_groups(path):
-            out.print(f"{path}: no journal to finalize", highlight=False, soft_wrap=True)
+            if not replayed:
+                out.print(f"{path}: no journal to finalize", highlight=False, soft_wrap=True)
             return 0
         done = finalize_pending(path)
     else:
@@ -46,3 +49,16 @@ def _run(args: argparse.Namespace) -> int:
     for dest in done:
         out.print(f"finalized {dest}", highlight=False, soft_wrap=True)
     return 0
+
+
+def _replay_spool(path: Path) -> int:
+    """The batches a killed ``promcp collect`` acknowledged and had not recorded (DIR/_spool): recorded first."""
+    from promcp._spool import leftovers
+
+    if not leftovers(path):
+        return 0
+    from promcp.cli._common import stderr
+    from promcp.collect import replay_spool
+
+    err = stderr()
+    return replay_spool(path, lambda text: err.print(text, highlight=False, markup=False, soft_wrap=True))

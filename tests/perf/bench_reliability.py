@@ -3,9 +3,13 @@ hold and what they lose under an endless stream, slow senders and many senders. 
 
 * ``endless stream`` — ``promcp proxy llm`` (a real subprocess) relays an SSE stream that never ends (an asyncio
   upstream on loopback sending 1 KB text deltas as fast as the client reads them) for ``--stream-s`` seconds; the
-  proxy's RSS is sampled every second (``/proc/<pid>/status``, VmRSS): first sample, peak, last; the client's bytes.
+  proxy's RSS is sampled every second (``/proc/<pid>/status``, VmRSS): first sample, at 1, 5 and 10 minutes when
+  the stream runs that long (``--stream-s 600``), peak, last; the client's bytes.
 * ``endless stream (proxy mcp)`` — the same for ``promcp proxy mcp --upstream``: a tools/call answered by an SSE
   stream of progress notifications that never ends (the HTTP MCP proxy's recording backlog is bounded).
+* ``SIGKILL + restart`` — a real ``promcp collect`` under load from OTLP senders (Claude Code-shaped log batches, the
+  OpenTelemetry SDK's span exporter) killed with SIGKILL after ``--kill-s`` seconds, started again with the same
+  command, then ``promcp finalize`` (tests/collect_kill.py): batches answered 200 and how many the dataset holds.
 * ``secrets scan`` — per content mode, fake credentials written in free text (a password, AWS's example key pair,
   GitHub, Slack, SendGrid, a URL password, a JWT) recorded through ``promcp proxy mcp`` (stdio, the npm ``everything``
   server's echo tool) and ``promcp import``; every file written is read back (Parquet as tables) and searched:
@@ -14,7 +18,8 @@ hold and what they lose under an endless stream, slow senders and many senders. 
   request head and stop; after the timeout plus one second, how many are still held open by the receiver.
 * ``200 senders`` — ``--senders`` threads, each its own connection, POST OTLP log batches to ``promcp collect`` for
   ``--senders-s`` seconds, retrying a 503 after its Retry-After (as exporters do): batches answered 200, events
-  recorded (expected: every acknowledged batch's), connection resets and refusals.
+  recorded (expected: every acknowledged batch's), connection resets and refusals; ``--spool-fsync always`` fsyncs
+  each batch's spool write before its 200 (the cost of surviving a power loss too).
 
     .venv/bin/python tests/perf/bench_reliability.py [--stream-s 60] [--senders 200] [--senders-s 20] [--only mcp …]
 """
@@ -152,8 +157,9 @@ def endless_stream(seconds: float, kind: str = "llm") -> dict[str, Any]:
         proc.wait(timeout=120)
         stopped = time.monotonic() - stop
         loop.call_soon_threadsafe(loop.stop)
-    return {"seconds": seconds, "MB relayed": received / 1e6, "RSS first": samples[0], "RSS peak": max(samples),
-            "RSS last": samples[-1], "RSS 2 s after": after, "stop s": stopped}  # fmt: skip
+    marks = {f"RSS {m // 60} min": samples[m - 1] for m in (60, 300, 600) if len(samples) >= m}
+    return {"seconds": seconds, "MB relayed": received / 1e6, "RSS first": samples[0], **marks,
+            "RSS peak": max(samples), "RSS last": samples[-1], "RSS 2 s after": after, "stop s": stopped}  # fmt: skip
 
 
 def slowloris(n: int, timeout_s: float) -> dict[str, Any]:
@@ -180,7 +186,7 @@ def slowloris(n: int, timeout_s: float) -> dict[str, Any]:
     return {"sockets": n, "timeout s": timeout_s, "held after timeout": held}
 
 
-def senders(n: int, seconds: float) -> dict[str, Any]:
+def senders(n: int, seconds: float, spool_fsync: str = "never") -> dict[str, Any]:
     import http.client
 
     import promcp.analysis as pa
@@ -188,7 +194,7 @@ def senders(n: int, seconds: float) -> dict[str, Any]:
     from tests.integration.test_collect import _request
 
     out = tempfile.mkdtemp(prefix="promcp-bench-rel-")
-    col = Collector(out, port=0, idle_s=1.0).start()
+    col = Collector(out, port=0, idle_s=1.0, spool_fsync=spool_fsync).start()
     host, port = col.address
     counts = {"200": 0, "503": 0, "resets": 0, "other": 0}
     lock = threading.Lock()
@@ -232,6 +238,17 @@ def senders(n: int, seconds: float) -> dict[str, Any]:
             "refused": stats.refused_connections}  # fmt: skip
 
 
+def killed(seconds: float) -> dict[str, Any]:
+    """``promcp collect`` killed with SIGKILL under load, the same command again, ``promcp finalize``
+    (tests/collect_kill.py): batches answered 200 and how many of them the dataset holds."""
+    from tests.collect_kill import kept, kill_and_restart
+
+    out = Path(tempfile.mkdtemp(prefix="promcp-bench-rel-")) / "ds"
+    result = kill_and_restart(out, seconds=seconds)
+    return {"load s": seconds, **kept(out, result), "spool files at kill": len(result["spooled at kill"]),
+            "restart rc": result["restart rc"], "finalize rc": result["finalize"].returncode}  # fmt: skip
+
+
 def secret_scan() -> list[tuple[str, dict[str, Any]]]:
     """Per content mode: secrets planted in free text through ``promcp proxy mcp`` and ``promcp import``, and how
     many a scan of every file written finds (tests/secret_scan.py)."""
@@ -259,13 +276,20 @@ def main() -> None:
     parser.add_argument("--senders", type=int, default=200)
     parser.add_argument("--senders-s", type=float, default=20.0)
     parser.add_argument(
+        "--spool-fsync",
+        choices=["never", "always"],
+        default="never",
+        help="the senders row: fsync every spooled batch before its 200 (default: the page cache)",
+    )
+    parser.add_argument("--kill-s", type=float, default=5.0, help="load before the SIGKILL")
+    parser.add_argument(
         "--only",
         nargs="+",
-        choices=["llm", "mcp", "slowloris", "senders", "secrets"],
+        choices=["llm", "mcp", "slowloris", "senders", "killed", "secrets"],
         help="run only these rows",
     )
     args = parser.parse_args()
-    wanted = set(args.only or ["llm", "mcp", "slowloris", "senders", "secrets"])
+    wanted = set(args.only or ["llm", "mcp", "slowloris", "senders", "killed", "secrets"])
     rows = []
     if "llm" in wanted:
         rows.append(("endless stream (proxy llm)", endless_stream(args.stream_s)))
@@ -274,7 +298,10 @@ def main() -> None:
     if "slowloris" in wanted:
         rows.append(("slowloris (collect)", slowloris(args.slow, args.timeout)))
     if "senders" in wanted:
-        rows.append(("many senders (collect)", senders(args.senders, args.senders_s)))
+        label = f"many senders (collect, spool fsync {args.spool_fsync})"
+        rows.append((label, senders(args.senders, args.senders_s, args.spool_fsync)))
+    if "killed" in wanted:
+        rows.append(("SIGKILL + restart (collect)", killed(args.kill_s)))
     if "secrets" in wanted:
         rows += secret_scan()
     print(f"{'measurement':<28} figures")

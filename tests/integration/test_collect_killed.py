@@ -1,0 +1,23 @@
+"""Acknowledged means written (issue 23, item 1): a real ``promcp collect`` killed with SIGKILL under load from
+OTLP senders, started again with the same command, then ``promcp finalize``: every batch it answered 200 is in the
+dataset — the prompts it still held in memory at the kill included (tests/collect_kill.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.collect_kill import kept, kill_and_restart
+
+
+def test_every_batch_answered_200_survives_sigkill_and_restart(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    result = kill_and_restart(out, seconds=3.0)
+    assert result["restart rc"] == 0, result["restart stderr"]
+    assert result["finalize"].returncode == 0, result["finalize"].stderr
+    assert result["spooled at kill"], "nothing was spooled at the kill: the load did not reach the collector"
+    assert "replayed" in result["restart stderr"], result["restart stderr"]
+    figures = kept(out, result)
+    assert figures["prompts 200"] > 20 and figures["traces 200"] > 2, figures
+    assert figures["prompts kept"] == figures["prompts 200"], figures
+    assert figures["traces kept"] == figures["traces 200"], figures
+    assert not list((out / "_spool").glob("*.spool"))  # replayed, recorded, removed
