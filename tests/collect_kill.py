@@ -46,10 +46,10 @@ def _spans(i: int, k: int) -> tuple[list[Any], str]:
 
 
 def kill_and_restart(
-    out: Path, *, log_senders: int = 6, span_senders: int = 2, seconds: float = 3.0
+    out: Path, *, log_senders: int = 6, span_senders: int = 2, seconds: float = 3.0, restart: bool = True
 ) -> dict[str, Any]:
     """The whole scenario; returns the acknowledged prompt and trace ids, the restarted collector's stderr and
-    ``promcp finalize``'s result."""
+    ``promcp finalize``'s result. ``restart=False``: no second collector, ``promcp finalize`` replays the spool."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -114,17 +114,20 @@ def kill_and_restart(
     for t in threads:
         t.join(60)
     spooled = sorted(p.name for p in (out / "_spool").glob("*.spool"))
-    second = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)  # the same command again
-    try:
-        wait_port(port)
-    finally:
-        second.send_signal(signal.SIGINT)
-        _, restarted = second.communicate(timeout=300)
+    rc, restarted = None, ""
+    if restart:
+        second = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)  # the same command again
+        try:
+            wait_port(port)
+        finally:
+            second.send_signal(signal.SIGINT)
+            _, restarted = second.communicate(timeout=300)
+        rc = second.returncode
     done = subprocess.run(
         [sys.executable, "-m", "promcp.cli", "finalize", str(out)], capture_output=True, text=True, env=env
     )
     return {"prompts": prompts, "traces": traces, "refused": refused[0], "spooled at kill": spooled,
-            "restart rc": second.returncode, "restart stderr": restarted, "finalize": done}  # fmt: skip
+            "restart rc": rc, "restart stderr": restarted, "finalize": done}  # fmt: skip
 
 
 def kept(out: Path, result: dict[str, Any]) -> dict[str, int]:

@@ -39,6 +39,13 @@ TEXT = (
     f"session {SECRETS['jwt']}"
 )
 MODES = ("redacted", "full", "none")
+#: credentials a client sends in headers and an MCP server gets in its environment: never stored, in any mode
+CREDENTIALS = {
+    "x-api-key": "sk-ant-api03-qW3rTy8uIoP1aSdF5gHjK9lZxCvB2nM4-7QwErTyUiOp0AsDfGhJkLzXcVbNm6QwErTyUiOpA-z1x2c3v4AA",
+    "authorization": "Bearer tok_9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+    "cookie": "sessionid=c00k1e5ecretV4lue9a8b7c6d5e4f",
+    "env": "envSECRETtoken5f4e3d2c1b0a99887766",
+}
 
 
 def _export() -> list[dict[str, Any]]:
@@ -117,6 +124,31 @@ def record_proxy(out: Path, mode: str) -> None:
     proxy.wait(60)
 
 
+def record_session(out: Path, mode: str, tmp: Path) -> None:
+    """One ``promcp record --content MODE`` session (tests/stubs/scripted_agent.py): an LLM call through the LLM proxy
+    with an API key, an ``authorization`` header and a cookie, the text in the prompt and in the model's answer,
+    then the echo tool called with it through ``promcp proxy mcp``, the MCP server started with a secret in its
+    environment (``SERVICE_TOKEN``)."""
+    from tests.stubs.llm_http import Reply, StubServer, anthropic_reply
+
+    answer = anthropic_reply([{"type": "text", "text": "Noted: " + TEXT}], stop="end_turn")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENT_API_KEY": CREDENTIALS["x-api-key"],
+           "AGENT_AUTHORIZATION": CREDENTIALS["authorization"], "AGENT_COOKIE": CREDENTIALS["cookie"],
+           "SERVICE_TOKEN": CREDENTIALS["env"]}  # fmt: skip
+    with StubServer(lambda _req: Reply(200, answer)) as upstream:
+        agent = [sys.executable, str(ROOT / "tests" / "stubs" / "scripted_agent.py"), str(tmp / "answered.txt"),
+                 str(EVERYTHING), "1", TEXT]  # fmt: skip
+        cmd = [sys.executable, "-m", "promcp.cli", "record", "--out", str(out), "--run-id", f"record-{mode}",
+               "--api", "anthropic", "--upstream", upstream.url, "--content", mode, "--no-summary", "--", *agent]  # fmt: skip
+        done = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        (request,) = upstream.requests
+    assert (
+        request.headers["x-api-key"] == CREDENTIALS["x-api-key"]
+    )  # relayed: the credentials were really there
+    assert (tmp / "answered.txt").read_text().split() == ["1"]
+
+
 def record_import(out: Path, mode: str, tmp: Path) -> None:
     from promcp.collectors import import_path
 
@@ -133,14 +165,36 @@ def _text_of(path: Path) -> str:
 
 def scan(out: Path) -> dict[str, list[str]]:
     """The planted secrets found in each kind of file under ``out``: ``events`` (run files, journals, everything
-    but content) and ``content`` (``_content/``)."""
-    found: dict[str, list[str]] = {"events": [], "content": [], "files": []}
+    but content) and ``content`` (``_content/``); ``credentials``: the planted headers and environment secret
+    anywhere; ``detect-secrets``: what detect-secrets' detectors find in any file (its regex detectors: keys,
+    tokens, private keys, basic auth — the entropy rule flags every hash and id, so it is not applied here)."""
+    found: dict[str, list[str]] = {
+        "events": [],
+        "content": [],
+        "credentials": [],
+        "detect-secrets": [],
+        "files": [],
+    }
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         kind = "content" if "_content" in path.parts else "events"
         text = _text_of(path)
         found["files"].append(str(path.relative_to(out)))
         found[kind] += [name for name, secret in SECRETS.items() if secret in text]
+        found["credentials"] += [name for name, secret in CREDENTIALS.items() if secret in text]
+        if kind == "events":  # content files under ``full`` hold the planted text verbatim, by definition
+            found["detect-secrets"] += [f"{path.relative_to(out)}: {kind}" for kind in _detected(text)]
     return found
+
+
+def _detected(text: str) -> list[str]:
+    """The secret types detect-secrets' regex detectors find in ``text``."""
+    from detect_secrets.core.scan import scan_line
+    from detect_secrets.settings import default_settings
+
+    with default_settings() as settings:
+        for entropy in ("Base64HighEntropyString", "HexHighEntropyString"):
+            settings.disable_plugins(entropy)
+        return sorted({s.type for line in text.splitlines() for s in scan_line(line)})
 
 
 def wait_merged(out: Path, timeout: float = 60.0) -> None:

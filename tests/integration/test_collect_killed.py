@@ -1,6 +1,7 @@
 """Acknowledged means written (issue 23, item 1): a real ``promcp collect`` killed with SIGKILL under load from
 OTLP senders, started again with the same command, then ``promcp finalize``: every batch it answered 200 is in the
-dataset — the prompts it still held in memory at the kill included (tests/collect_kill.py)."""
+dataset — the prompts it still held in memory at the kill included (tests/collect_kill.py). Without a restart,
+``promcp finalize`` replays the spool instead."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tests.collect_kill import kept, kill_and_restart
 
 def test_every_batch_answered_200_survives_sigkill_and_restart(tmp_path: Path) -> None:
     out = tmp_path / "ds"
-    result = kill_and_restart(out, seconds=3.0)
+    result = kill_and_restart(out, seconds=2.0)
     assert result["restart rc"] == 0, result["restart stderr"]
     assert result["finalize"].returncode == 0, result["finalize"].stderr
     assert result["spooled at kill"], "nothing was spooled at the kill: the load did not reach the collector"
@@ -21,3 +22,18 @@ def test_every_batch_answered_200_survives_sigkill_and_restart(tmp_path: Path) -
     assert figures["prompts kept"] == figures["prompts 200"], figures
     assert figures["traces kept"] == figures["traces 200"], figures
     assert not list((out / "_spool").glob("*.spool"))  # replayed, recorded, removed
+
+
+def test_finalize_replays_what_a_killed_collector_acknowledged(tmp_path: Path) -> None:
+    """No collector started again: ``promcp finalize`` records the spool the killed one left."""
+    out = tmp_path / "ds"
+    result = kill_and_restart(out, seconds=1.5, restart=False)
+    assert result["spooled at kill"]
+    assert result["finalize"].returncode == 0, result["finalize"].stderr
+    assert "replayed" in result["finalize"].stderr and "finalized" in result["finalize"].stdout, result[
+        "finalize"
+    ]
+    figures = kept(out, result)
+    assert figures["prompts 200"] > 10 and figures["prompts kept"] == figures["prompts 200"], figures
+    assert figures["traces kept"] == figures["traces 200"], figures
+    assert not list((out / "_spool").glob("*.spool"))

@@ -2,7 +2,7 @@
 answer to keep both its events? One run prints one table.
 
 Each run: a scripted Anthropic-compatible upstream on loopback (tests/stubs/llm_http.py), the real ``promcp record
---api anthropic --upstream …`` around a scripted agent (tests/stubs/sigterm_agent.py) that makes one LLM call and
+--api anthropic --upstream …`` around a scripted agent (tests/stubs/scripted_agent.py) that makes one LLM call and
 then calls the npm ``everything`` server's ``echo`` tool through ``promcp proxy mcp`` as fast as it can. Once the
 agent logged ``n`` answered calls (n = 1, 2, 3, 5, 8, 13, 21, 34, …, cycling) and a jitter of 0–40 ms (so the
 signal lands anywhere in a call), ``record`` gets SIGTERM: it passes it to the agent, which SIGTERMs its server's
@@ -43,7 +43,7 @@ def one_run(n: int, calls: int, jitter_s: float, tmp: Path) -> dict[str, Any]:
     with StubServer(lambda _req: Reply(200, text)) as upstream:
         cmd = [sys.executable, "-m", "promcp.cli", "record", "--out", str(out), "--run-id", f"sigterm-{n}",
                "--api", "anthropic", "--upstream", upstream.url, "--no-summary", "--",
-               sys.executable, str(ROOT / "tests" / "stubs" / "sigterm_agent.py"), str(log), str(EVERYTHING)]  # fmt: skip
+               sys.executable, str(ROOT / "tests" / "stubs" / "scripted_agent.py"), str(log), str(EVERYTHING)]  # fmt: skip
         record = subprocess.Popen(cmd, env=env, cwd=tmp, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while len(log.read_text().split()) < calls and time.monotonic() < deadline and record.poll() is None:

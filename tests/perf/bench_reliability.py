@@ -11,15 +11,19 @@ hold and what they lose under an endless stream, slow senders and many senders. 
   OpenTelemetry SDK's span exporter) killed with SIGKILL after ``--kill-s`` seconds, started again with the same
   command, then ``promcp finalize`` (tests/collect_kill.py): batches answered 200 and how many the dataset holds.
 * ``secrets scan`` — per content mode, fake credentials written in free text (a password, AWS's example key pair,
-  GitHub, Slack, SendGrid, a URL password, a JWT) recorded through ``promcp proxy mcp`` (stdio, the npm ``everything``
-  server's echo tool) and ``promcp import``; every file written is read back (Parquet as tables) and searched:
-  secrets found in the event files and in the content files (``full`` keeps content verbatim, by definition).
+  GitHub, Slack, SendGrid, a URL password, a JWT) recorded through a ``promcp record`` session (LLM proxy and MCP
+  proxy), ``promcp proxy mcp`` (stdio, the npm ``everything`` server's echo tool) and ``promcp import``, and an API
+  key, an ``authorization`` header, a cookie and an MCP server's environment secret in the ``record`` session; every
+  file written is read back (Parquet as tables) and searched for the planted literals and with detect-secrets'
+  detectors: secrets found in the event files and in the content files (``full`` keeps content verbatim, by
+  definition), credentials found anywhere.
 * ``slowloris`` — ``promcp collect`` (in process, ``timeout_s=--timeout``) gets ``--slow`` sockets that send half a
   request head and stop; after the timeout plus one second, how many are still held open by the receiver.
 * ``200 senders`` — ``--senders`` threads, each its own connection, POST OTLP log batches to ``promcp collect`` for
   ``--senders-s`` seconds, retrying a 503 after its Retry-After (as exporters do): batches answered 200, events
   recorded (expected: every acknowledged batch's), connection resets and refusals; ``--spool-fsync always`` fsyncs
-  each batch's spool write before its 200 (the cost of surviving a power loss too).
+  each batch's spool write before its 200 (the cost of surviving a power loss too;
+  ``--spool-fsync never always`` measures both in one run).
 
     .venv/bin/python tests/perf/bench_reliability.py [--stream-s 60] [--senders 200] [--senders-s 20] [--only mcp …]
 """
@@ -148,13 +152,23 @@ def endless_stream(seconds: float, kind: str = "llm") -> dict[str, Any]:
             if time.monotonic() >= next_sample:
                 samples.append(_rss_mb(proc.pid))
                 next_sample += 1.0
+                if len(samples) in (
+                    60,
+                    300,
+                    600,
+                ):  # said as it goes: a long run's figures survive a late failure
+                    print(
+                        f"{kind}: RSS {samples[-1]:.1f} MB at {len(samples)} s", file=sys.stderr, flush=True
+                    )
         client.close()
         time.sleep(2.0)  # the stream ended: what is still held
         after = _rss_mb(proc.pid)
     finally:
         stop = time.monotonic()
         proc.terminate()
-        proc.wait(timeout=120)
+        proc.wait(
+            timeout=900
+        )  # proxy mcp finalizes every event it recorded: minutes after a 10-minute stream
         stopped = time.monotonic() - stop
         loop.call_soon_threadsafe(loop.stop)
     marks = {f"RSS {m // 60} min": samples[m - 1] for m in (60, 300, 600) if len(samples) >= m}
@@ -250,20 +264,33 @@ def killed(seconds: float) -> dict[str, Any]:
 
 
 def secret_scan() -> list[tuple[str, dict[str, Any]]]:
-    """Per content mode: secrets planted in free text through ``promcp proxy mcp`` and ``promcp import``, and how
-    many a scan of every file written finds (tests/secret_scan.py)."""
-    from tests.secret_scan import MODES, SECRETS, record_import, record_proxy, scan, wait_merged
+    """Per content mode: secrets planted in free text through a ``promcp record`` session, ``promcp proxy mcp`` and
+    ``promcp import``, and credentials (an API key, an ``authorization`` header, a cookie, an MCP server's environment
+    secret) in the ``record`` session; how many a scan of every file written finds (tests/secret_scan.py)."""
+    from tests.secret_scan import (
+        CREDENTIALS,
+        MODES,
+        SECRETS,
+        record_import,
+        record_proxy,
+        record_session,
+        scan,
+        wait_merged,
+    )
 
     rows = []
     for mode in MODES:
         tmp = Path(tempfile.mkdtemp(prefix="promcp-bench-secrets-"))
         out = tmp / "ds"
+        record_session(out, mode, tmp)
         record_proxy(out, mode)
         record_import(out, mode, tmp)
         wait_merged(out)
         found = scan(out)
         rows.append((f"secrets scan (--content {mode})", {
-            "planted": len(SECRETS), "files": len(found["files"]), "found in events": len(set(found["events"])),
+            "planted": len(SECRETS) + len(CREDENTIALS), "files": len(found["files"]),
+            "found in events": len(set(found["events"])), "credentials found": len(set(found["credentials"])),
+            "detect-secrets findings": len(found["detect-secrets"]),
             "found in content": len(set(found["content"]))}))  # fmt: skip
     return rows
 
@@ -278,8 +305,9 @@ def main() -> None:
     parser.add_argument(
         "--spool-fsync",
         choices=["never", "always"],
-        default="never",
-        help="the senders row: fsync every spooled batch before its 200 (default: the page cache)",
+        nargs="+",
+        default=["never"],
+        help="the senders row, once per policy: fsync every spooled batch before its 200 or not",
     )
     parser.add_argument("--kill-s", type=float, default=5.0, help="load before the SIGKILL")
     parser.add_argument(
@@ -298,8 +326,9 @@ def main() -> None:
     if "slowloris" in wanted:
         rows.append(("slowloris (collect)", slowloris(args.slow, args.timeout)))
     if "senders" in wanted:
-        label = f"many senders (collect, spool fsync {args.spool_fsync})"
-        rows.append((label, senders(args.senders, args.senders_s, args.spool_fsync)))
+        for policy in args.spool_fsync:
+            label = f"many senders (collect, spool fsync {policy})"
+            rows.append((label, senders(args.senders, args.senders_s, policy)))
     if "killed" in wanted:
         rows.append(("SIGKILL + restart (collect)", killed(args.kill_s)))
     if "secrets" in wanted:
