@@ -319,8 +319,10 @@ class Collector:
                     del request, item
                     with self._lock:
                         self._pending -= size
-            self._conversations(self.sessions.idle(time.time_ns(), self.idle_s))
-            self._spool.recorded(None, self._held())
+            quiet = self.sessions.idle(time.time_ns(), self.idle_s)
+            self._conversations(quiet)
+            if quiet:  # prompts journaled: the spool files they held may go
+                self._spool.recorded(None, self._held())
             if self.rotate_s and time.monotonic() - opened >= self.rotate_s:
                 self._close()
                 opened = time.monotonic()
@@ -377,7 +379,12 @@ class Collector:
 
     def _held(self) -> list[Any]:
         """The prompts whose records are held in memory, not journaled yet (their batches stay spooled)."""
-        return [*self.sessions.open, *(("gemini", *key) for key in self.sessions.gemini.open)]
+        gemini = self.sessions.gemini
+        return [
+            *self.sessions.open,
+            *(("gemini", *key) for key in gemini.open),
+            *(("gemini spans", session) for session in gemini.held),  # spans waiting for their prompt's logs
+        ]
 
     def _replay(self) -> None:
         """Batches an earlier (killed) process acknowledged and left in the spool: through the accept path again."""
