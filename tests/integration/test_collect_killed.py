@@ -37,3 +37,24 @@ def test_finalize_replays_what_a_killed_collector_acknowledged(tmp_path: Path) -
     assert figures["prompts 200"] > 10 and figures["prompts kept"] == figures["prompts 200"], figures
     assert figures["traces kept"] == figures["traces 200"], figures
     assert not list((out / "_spool").glob("*.spool"))
+
+
+def test_a_batch_the_spool_cannot_take_is_not_acknowledged(tmp_path: Path) -> None:
+    """Disk full, read-only, or (here) the spool folder's name taken by a file: 503, said once, and nothing queued."""
+    import httpx2 as httpx
+
+    from promcp.collect import Collector
+    from tests.integration.test_collect import _request
+
+    (tmp_path / "_spool").write_text("in the way")
+    said: list[str] = []
+    col = Collector(tmp_path, port=0, say=said.append).start()
+    url = "http://{}:{}/v1/logs".format(*col.address)
+    try:
+        for _ in range(2):
+            got = httpx.post(url, content=_request(1), headers={"content-type": "application/x-protobuf"})
+            assert got.status_code == 503 and got.headers["retry-after"] == "1"
+    finally:
+        stats = col.stop()
+    assert sum("cannot write the spool" in line for line in said) == 1, said
+    assert stats.requests == {} and stats.records == 0 and stats.rejected == {503: 2}
