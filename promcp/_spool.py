@@ -156,6 +156,15 @@ class Spool:
             with contextlib.suppress(OSError):
                 self.dir.rmdir()  # only when empty
 
+    def release(self) -> None:
+        """Stop writing and unlock the files, leaving them for the next process (what they hold is not recorded: the
+        recording worker stopped)."""
+        with self._lock:
+            for segment in self._segments:
+                os.close(segment.fd)
+            self._segments.clear()
+            self.closed = True
+
     @property
     def files(self) -> int:
         with self._lock:

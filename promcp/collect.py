@@ -12,8 +12,8 @@ path; and **503 with ``Retry-After``** when the recording worker is behind (the 
 or the bodies being read and queued would pass ``max_pending`` bytes) and, with the reason, when the recording
 worker has stopped: nothing is acknowledged that cannot be recorded. **A batch is written to the spool before it is
 answered 200** (:mod:`promcp._spool`: on disk until it is recorded), so a collector killed with SIGKILL loses
-nothing it acknowledged: the next ``promcp collect`` on the same folder (or ``promcp finalize``) replays it. OTLP exporters retry on 503, so a burst is
-slowed down, never dropped. Bad input only affects its own request; a request the worker could not record (out of
+nothing it acknowledged: the next ``promcp collect`` on the same folder (or ``promcp finalize``) replays it. OTLP
+exporters retry on 503, so a burst is slowed down, never dropped. Bad input only affects its own request; a request the worker could not record (out of
 memory, say) is counted as lost and said. The listener is bounded too: a listen backlog for hundreds of senders,
 ``timeout_s`` for a request's head, its body and an idle keep-alive connection, and at most ``max_connections``
 connections at once (a refused one is one line on stderr, never a traceback).
@@ -156,6 +156,10 @@ class Collector:
         self._stop_replay()
         self._queue.put(None)
         self._worker.join()
+        if (
+            not self._spool.closed
+        ):  # the worker stopped before recording everything: left for the next process
+            self._spool.release()
         return self.stats
 
     # -- the HTTP side (handler threads) ------------------------------------------------------------------------
@@ -300,7 +304,10 @@ class Collector:
                 f"promcp collect cannot record: its recording worker stopped ({type(exc).__name__}: {exc})"
             )
             self.stats.lost += 1 + self._queue.qsize()  # the request it was recording and those waiting
-            self.say(f"{self.stopped}; {self.stats.lost} acknowledged request(s) not recorded")
+            self.say(
+                f"{self.stopped}; {self.stats.lost} acknowledged request(s) not recorded (kept in the spool: "
+                f"the next 'promcp collect' on {self.out} or 'promcp finalize {self.out}' records them)"
+            )
 
     def _work_loop(self) -> None:
         opened = time.monotonic()

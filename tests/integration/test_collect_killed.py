@@ -58,3 +58,36 @@ def test_a_batch_the_spool_cannot_take_is_not_acknowledged(tmp_path: Path) -> No
         stats = col.stop()
     assert sum("cannot write the spool" in line for line in said) == 1, said
     assert stats.requests == {} and stats.records == 0 and stats.rejected == {503: 2}
+
+
+def test_what_a_stopped_worker_could_not_record_is_recorded_by_the_next_collector(tmp_path: Path) -> None:
+    """The recording worker dies (the dataset's ``_journal`` is a file, found when the held prompts are journaled at
+    stop): the batches it had acknowledged stay in the spool; once the folder is fixed, the next collector on it
+    records them."""
+    import httpx2 as httpx
+
+    import promcp.analysis as pa
+    from promcp.collect import Collector
+    from tests.integration.test_collect import _request
+
+    (tmp_path / "_journal").write_text("not a folder")
+    said: list[str] = []
+    col = Collector(tmp_path, port=0, say=said.append).start()
+    url = "http://{}:{}/v1/logs".format(*col.address)
+    proto = {"content-type": "application/x-protobuf"}
+    acknowledged = []
+    try:
+        for n in range(5):  # prompts held open: journaled (and failing) when the collector stops
+            if httpx.post(url, content=_request(1, f"w{n}"), headers=proto).status_code == 200:
+                acknowledged.append(f"w{n}")
+    finally:
+        stats = col.stop()
+    assert col.stopped is not None and stats.lost >= 1 and len(acknowledged) >= 2, (stats, said)
+    assert any("kept in the spool" in line for line in said), said
+    (tmp_path / "_journal").unlink()
+    again = Collector(tmp_path, port=0, say=said.append).start()
+    again.wait_replayed(30)
+    stats = again.stop()
+    assert stats.replayed == len(acknowledged), (stats, said)
+    tasks = {str(t).split(":")[0] for t in pa.load(tmp_path)["task_id"].unique()}
+    assert tasks == set(acknowledged)
