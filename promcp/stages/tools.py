@@ -127,8 +127,10 @@ def tool_request_event(call: ToolsCall) -> Event:
     return Event(
         stage=Stage.S3,
         t_start_ns=call.start.wall_ns,
-        t_end_ns=(sent or call.start).wall_ns,
-        latency_ms=call.start.ms_to(sent) if sent and timed else None,
+        # the wall clock of an instant derived from the monotonic one can land a few µs before ``start`` (two
+        # clock reads, a thread switch between them): every stage clamps, S3 did not and its event was lost
+        t_end_ns=max((sent or call.start).wall_ns, call.start.wall_ns),
+        latency_ms=max(call.start.ms_to(sent), 0.0) if sent and timed else None,
         timing_quality=TimingQuality.EXACT if timed else TimingQuality.NONE,
         footprint_bytes=call.request_bytes if call.request_bytes is not None else len(text.encode()),
         req_preview=text if call.counted is None else None,

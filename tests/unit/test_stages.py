@@ -22,6 +22,7 @@ from promcp.stages import (
     tool_result_event,
     tools_discovery_event,
 )
+from promcp.stages.clock import Instant
 from promcp.wire import mcp
 
 TOK = tokenizers.get("o200k_base")
@@ -311,3 +312,16 @@ def test_join_oldest_first_canonical_arguments_bounded() -> None:
 @pytest.mark.parametrize("error_type", ["tool_timeout", "timeout"])
 def test_failure_status_from_type(error_type: str) -> None:
     assert Failure.of(error_type).status is Status.TIMEOUT
+
+
+def test_s3_is_built_when_the_derived_wall_clock_of_sent_lands_before_start() -> None:
+    """``sent`` derived from the monotonic clock (``Clock.at_mono``) can read a few µs before ``start`` on the wall
+    clock under load: S3 still ends at or after its start (its event was lost: record under SIGTERM, issue 23)."""
+    start = Instant(wall_ns=1_795_752_559_645_685_162, mono_ns=23_695_476_832_168)
+    sent = Instant(
+        wall_ns=1_795_752_559_645_684_300, mono_ns=23_695_476_835_002
+    )  # as measured in the lost run
+    call = ToolsCall(tool="echo", start=start, sent=sent, end=sent, tokenizer=TOK, arguments={"message": "x"})
+    s3 = tool_request_event(call)
+    assert s3.t_start_ns == s3.t_end_ns == start.wall_ns
+    assert s3.latency_ms == pytest.approx(0.002834) and s3.timing_quality == TimingQuality.EXACT

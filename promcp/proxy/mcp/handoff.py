@@ -74,13 +74,20 @@ def finish(path: Path) -> Path | None:
         max_content_bytes=payload["max_content_bytes"],
         meta={"handoff": True},
     )
-    for _seq, build in sorted(payload["items"], key=lambda item: item[0]):
+    failed: list[str] = []
+    for seq, build in sorted(payload["items"], key=lambda item: item[0]):
         build.put_text = rec.put_text
-        event = build()
+        try:
+            event = build()
+        except Exception as exc:  # one event that cannot be built must not take the others with it
+            failed.append(f"seq {seq}: {type(exc).__name__}: {exc}")
+            continue
         if event is not None:
             rec.emit(event)
     rec.close(finalize_run=False)
     path.unlink()
+    for problem in failed:
+        sys.stderr.write(f"promcp: hand-off {path.name}: an event could not be built ({problem})\n")
     return finalize_group(out, payload["run_id"])
 
 
