@@ -428,14 +428,14 @@ class Collector:
             self._replaying.join()
 
 
-def replay_spool(out: str | Path, say: Callable[[str], None] = lambda _text: None) -> int:
+def replay_spool(out: str | Path, say: Callable[[str], None] = lambda _text: None) -> CollectorStats | None:
     """``promcp finalize``: record the batches a killed collector acknowledged and left in ``out``'s spool (with
-    the content settings it ran with), as a restarted collector would; returns how many."""
+    the content settings it ran with), as a restarted collector would; its stats (None: no spool was left)."""
     from promcp._spool import leftovers, settings
 
     left = leftovers(out)
     if not left:
-        return 0
+        return None
     ran = settings(left[0])
     content = ran.get("content")
     limit = ran.get("max_content_bytes", DEFAULT_MAX_CONTENT_BYTES)
@@ -447,7 +447,7 @@ def replay_spool(out: str | Path, say: Callable[[str], None] = lambda _text: Non
         say=say,
     ).start()
     collector.wait_replayed()
-    return collector.stop().replayed
+    return collector.stop()
 
 
 def _grpc_server(collector: Collector, host: str, port: int) -> tuple[Any, int]:

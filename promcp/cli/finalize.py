@@ -52,7 +52,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _replay_spool(path: Path) -> int:
-    """The batches a killed ``promcp collect`` acknowledged and had not recorded (DIR/_spool): recorded first."""
+    """The batches a killed ``promcp collect`` acknowledged and had not recorded (DIR/_spool): recorded first, the
+    run files that wrote said on stdout like the others."""
     from promcp._spool import leftovers
 
     if not leftovers(path):
@@ -61,4 +62,14 @@ def _replay_spool(path: Path) -> int:
     from promcp.collect import replay_spool
 
     err = stderr()
-    return replay_spool(path, lambda text: err.print(text, highlight=False, markup=False, soft_wrap=True))
+
+    def say(text: str) -> None:
+        if not text.startswith("finalized "):  # said on stdout below
+            err.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    stats = replay_spool(path, say)
+    if stats is None:
+        return 0
+    for dest in stats.runs:
+        stdout().print(f"finalized {dest}", highlight=False, soft_wrap=True)
+    return stats.replayed
