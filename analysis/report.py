@@ -15,7 +15,6 @@ from typing import Final
 
 import pandas as pd
 
-from promcp import tokenizers as _tokenizers
 from promcp.analysis.cost import (
     CALL_COST_COLUMNS,
     PRICE_TABLE,
@@ -195,7 +194,9 @@ def report(
     for label in sorted(
         str(a) for a in (approx if approx is not None and not pd.api.types.is_scalar(approx) else [])
     ):
-        out.approximations[label] = _tokenizers.describe(label) or label
+        from promcp.tokenizers import describe  # loaded only for a dataset counted by an approximation
+
+        out.approximations[label] = describe(label) or label
     ok = all_tasks["outcome"] == "ok"
     out.complete = int(ok.sum())
     out.excluded = all_tasks[~ok].reset_index(drop=True)

@@ -11,8 +11,6 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from promcp import tokenizers
-
 
 def compare_tokenizers(texts: Iterable[str], names: Sequence[str]) -> pd.DataFrame:
     """Count every text under every tokenizer in ``names``; one row per tokenizer.
@@ -22,6 +20,8 @@ def compare_tokenizers(texts: Iterable[str], names: Sequence[str]) -> pd.DataFra
     """
     if not names:
         raise ValueError("name at least one tokenizer")
+    from promcp import tokenizers  # loaded here: a report without this table loads no tokenizer
+
     texts = [t for t in texts if t]
     chars = np.array([len(t) for t in texts], dtype="float64")
     nbytes = np.array([len(t.encode("utf-8", "surrogatepass")) for t in texts], dtype="float64")

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import ijson
 import ijson.utils
+import msgspec
 
 from promcp.collectors._problems import Problems
 
@@ -281,6 +282,9 @@ def _stop_offset(reader: SanitizedReader) -> int:
     return reader.first_nul if reader.first_nul is not None else reader.consumed
 
 
+_decode_json = msgspec.json.Decoder().decode
+
+
 def iter_jsonl(source: IO[bytes] | SanitizedReader, problems: Problems) -> Iterator[tuple[int, Any]]:
     """Yield ``(1-based line number, value)`` for each JSON line; bad lines are reported once each and skipped.
 
@@ -293,7 +297,13 @@ def iter_jsonl(source: IO[bytes] | SanitizedReader, problems: Problems) -> Itera
         if not stripped:
             continue
         try:
-            obj = json.loads(stripped)  # (its own recursion limit stops a line thousands of levels deep)
+            try:
+                obj = _decode_json(stripped)  # msgspec's parser: twice json.loads' speed, the same values
+            except (
+                ValueError,
+                RecursionError,
+            ):  # what it refuses json decides: NaN, 1e400, lone surrogates, errors
+                obj = json.loads(stripped)  # (its own recursion limit stops a line thousands of levels deep)
             # only a line with that many brackets can be that deep: ordinary lines skip the walk
             if stripped.count(b"[") + stripped.count(b"{") > MAX_DEPTH and _too_deep(obj):
                 raise RecursionError

@@ -134,14 +134,14 @@ def _sub_keyed(pattern: re.Pattern[str], text: str, low: str) -> str:
 
 def _maybe_keyed(low: str) -> bool:
     """Whether lower-cased text contains a word a secret's key or phrase needs (a cheap test before the scan)."""
-    return any(w in low for w in _SECRET_WORDS)
+    return any(map(low.__contains__, _SECRET_WORDS))  # (map: no generator frame per word, this runs per text)
 
 
 def redact_surface(text: str) -> str:
     """``text`` with every surface pattern replaced (no parsing), then the scanner's (:func:`redact_scanned`)."""
     low = text.lower()
     for words, pattern, replacement in _PATTERNS:
-        if any(w in low for w in words):
+        if any(map(low.__contains__, words)):
             text = pattern.sub(replacement, text)
     if _maybe_keyed(low):
         text = _sub_keyed(_ASSIGNMENT, text, text.lower())
@@ -188,7 +188,8 @@ _DETECTOR_WORDS: Final[dict[str, tuple[str, ...]]] = {
 
 
 class _Scanner:
-    """detect-secrets' regex detectors and entropy rule, loaded once."""
+    """detect-secrets' regex detectors and entropy rule, loaded once, each detector with the cheap tests that skip
+    its scan on text it cannot match (the scan is most of a redaction's time: one pass per detector)."""
 
     def __init__(self) -> None:
         from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
@@ -196,16 +197,44 @@ class _Scanner:
         from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 
         plugins: list[type[Any]] = list(get_mapping_from_secret_type_to_class().values())
-        #: (words, pattern): scan with ``pattern`` when the text holds one of ``words`` (None: always)
-        self.patterns: list[tuple[tuple[str, ...] | None, re.Pattern[str]]] = []
+        self.patterns: list[_Detector] = []
         for plugin in sorted(plugins, key=lambda p: p.__name__):
             if issubclass(plugin, RegexBasedDetector) and plugin.__name__ != "IPPublicDetector":
                 # a class attribute of every such detector (typed as an abstract property in detect-secrets)
                 denylist: Iterable[re.Pattern[str]] = getattr(plugin, "denylist", ())
-                self.patterns += [(_DETECTOR_WORDS.get(plugin.__name__), pattern) for pattern in denylist]
+                self.patterns += [_Detector(_DETECTOR_WORDS.get(plugin.__name__), p) for p in denylist]
+        #: every gate word, each looked for once per text
+        self.lower_words = sorted({w for d in self.patterns for w in d.lower_words})
+        self.case_words = sorted({w for d in self.patterns for w in d.case_words})
+        #: no detector matches text shorter than this
+        self.min_width = min((d.min_width for d in self.patterns), default=0)
         entropy = Base64HighEntropyString()
         self.entropy = entropy.calculate_shannon_entropy
         self.limit = float(entropy.entropy_limit)
+
+
+class _Detector:
+    """One detector pattern and its gates: the words one of which its match contains (lower-case ones looked for in
+    the lower-cased text, others in the text; None: always scanned) and the shortest text it can match."""
+
+    def __init__(self, words: tuple[str, ...] | None, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.always = words is None
+        self.lower_words = frozenset(w for w in words or () if w.islower())
+        self.case_words = frozenset(w for w in words or () if not w.islower())
+        self.min_width = _min_width(pattern)
+
+
+def _min_width(pattern: re.Pattern[str]) -> int:
+    """The fewest characters a match of ``pattern`` spans (0 when it cannot be worked out)."""
+    try:
+        from re import _parser as parser  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - Python 3.11 keeps it public as sre_parse too
+        import sre_parse as parser
+    try:
+        return int(parser.parse(pattern.pattern, pattern.flags).getwidth()[0])
+    except Exception:  # an internal API: any surprise means no gate, never a missed secret
+        return 0
 
 
 _scanner: _Scanner | None = None
@@ -264,14 +293,20 @@ def _high_entropy(token: str, scanner: _Scanner) -> bool:
 def redact_scanned(text: str) -> str:
     """``text`` with what the scanner's detectors find replaced by ``<secret>``."""
     scanner = _get_scanner()
-    low = text.lower()
-    spans = [
-        _secret_span(m)
-        for words, pattern in scanner.patterns
-        if words is None or any(w in (low if w.islower() else text) for w in words)
-        for m in pattern.finditer(text)
-    ]
-    spans += [m.span() for m in _TOKEN.finditer(text) if _high_entropy(m.group(), scanner)]
+    spans: list[tuple[int, int]] = []
+    if len(text) >= scanner.min_width:
+        low = text.lower()
+        # every gate word looked for once; a detector is scanned when one of its words is there
+        present = set(filter(low.__contains__, scanner.lower_words))
+        present.update(filter(text.__contains__, scanner.case_words))
+        for d in scanner.patterns:
+            if len(text) < d.min_width or not (
+                d.always or not d.lower_words.isdisjoint(present) or not d.case_words.isdisjoint(present)
+            ):
+                continue
+            spans += [_secret_span(m) for m in d.pattern.finditer(text)]
+    if len(text) >= 20:  # _TOKEN's shortest match
+        spans += [m.span() for m in _TOKEN.finditer(text) if _high_entropy(m.group(), scanner)]
     spans = [(a, b) for a, b in spans if b > a]
     if not spans:
         return text

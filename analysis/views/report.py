@@ -15,7 +15,6 @@ import pandas as pd
 from promcp.analysis.report import SECTIONS, Report
 from promcp.analysis.views.base import Column, Document, Missing, Stat, Table
 from promcp.analysis.views.strategies import STRATEGIES_NOTE, strategies_table
-from promcp.tokenizers import describe
 
 #: What each task outcome means (shown under the task table).
 OUTCOME_HELP = {
@@ -202,6 +201,8 @@ def _tokenizers_view(frame: pd.DataFrame) -> Table:
         Column("tokens_per_byte", "per byte", "number", 4),
     ]
     table = Table("tokenizers", SECTIONS["tokenizers"], cols, _rows(frame))
+    from promcp.tokenizers import describe  # only for this table: a report without it loads no tokenizer
+
     approx = {
         str(t): describe(str(t)) for t in frame.get("tokenizer", pd.Series(dtype=object)) if describe(str(t))
     }

@@ -60,15 +60,15 @@ import sys, time
 from promcp.collectors import import_path
 files = sorted(__import__("pathlib").Path(sys.argv[1]).rglob("*.jsonl"))
 marks = []
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 state = {"n": 0}
 def tick(done, convs):
     if convs and convs % 1000 == 0 and convs != state["n"]:
         state["n"] = convs
-        marks.append((convs, time.perf_counter() - t0))
+        marks.append((convs, time.perf_counter() - t0, time.process_time() - c0))
 s = import_path(sys.argv[1], sys.argv[2], progress=tick)
-marks.append((s.imported, time.perf_counter() - t0))
-print(" ".join(f"{n}:{t:.3f}" for n, t in marks))
+marks.append((s.imported, time.perf_counter() - t0, time.process_time() - c0))
+print(" ".join(f"{n}:{t:.3f}:{c:.3f}" for n, t, c in marks))
 """
 
 
@@ -175,6 +175,14 @@ def bench_corpus(tmp: Path, sessions: int, rounds: int) -> None:
                 [PY, "-m", "promcp.cli", "import", str(folder), "--out", str(out), "--quiet"],
                 None,
             ),
+            (  # what keeping and redacting the text costs: no content, no previews, so no secret scan
+                "promcp import --content none (fresh dataset)",
+                [
+                    *(PY, "-m", "promcp.cli", "import", str(folder)),
+                    *("--out", str(tmp / f"none{r}"), "--quiet", "--content", "none"),
+                ],
+                None,
+            ),
         ]
         if cc:
             steps.append(
@@ -194,7 +202,10 @@ def bench_corpus(tmp: Path, sessions: int, rounds: int) -> None:
             )
             truth = tally(folder)
             got = dataset_totals(out)
-    print(f"\n(a) {sessions} sessions, {size / 1e6:.1f} MB, {rounds} interleaved round(s)")
+    print(
+        f"\n(a) {sessions} sessions, {size / 1e6:.1f} MB, {rounds} interleaved round(s), "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print("| | wall s | CPU s | MB/s (wall) | peak RSS MB | files written |")
     print("|---|---|---|---|---|---|")
     for name, ms in rows.items():
@@ -223,14 +234,20 @@ def bench_big(tmp: Path, sessions: int) -> None:
         f"{res['cpu']:.1f} s, peak RSS {res['rss']:.0f} MB, "
         f"{len(list((tmp / 'bigds').rglob('*.parquet')))} Parquet files"
     )
-    print("| sessions | seconds | ms per session in this thousand |")
-    print("|---|---|---|")
-    last_n, last_t = 0, 0.0
-    for n, t in marks:
-        n_i, t_f = int(n), float(t)
+    print(f"load average {os.getloadavg()[0]:.1f}; CPU: the importing process's own (user + sys)")
+    print(
+        "| sessions | wall s | CPU s | wall ms per session in this thousand | CPU ms per session in this thousand |"
+    )
+    print("|---|---|---|---|---|")
+    last_n, last_t, last_c = 0, 0.0, 0.0
+    for n, t, c in marks:
+        n_i, t_f, c_f = int(n), float(t), float(c)
         if n_i > last_n:
-            print(f"| {n_i:,} | {t_f:.1f} | {(t_f - last_t) * 1000 / (n_i - last_n):.2f} |")
-            last_n, last_t = n_i, t_f
+            per = 1000 / (n_i - last_n)
+            print(
+                f"| {n_i:,} | {t_f:.1f} | {c_f:.1f} | {(t_f - last_t) * per:.2f} | {(c_f - last_c) * per:.2f} |"
+            )
+            last_n, last_t, last_c = n_i, t_f, c_f
     shutil.rmtree(folder, ignore_errors=True)
 
 
