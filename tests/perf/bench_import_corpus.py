@@ -7,11 +7,13 @@
     (tests/perf/corpus_claude_code.py) into a temporary ``projects`` folder — 1,331 sessions ≈ 100 MB by default.
     Rows, each in its own process, interleaved over --rounds: ``json.loads`` of every line of every file;
     ``promcp import`` into a fresh dataset (the CLI, as a user runs it); the same import again (unchanged folder);
+    ``promcp import --content none`` (no text kept: what the secret scan of previews and content costs);
     ``promcp import`` after 10 sessions grew; ``ccusage session --json`` when ``ccusage`` is on PATH or in
     node_modules/.bin (not a dependency of promcp: the row says so when it is absent). Wall time, CPU time (user +
     sys of the child), peak RSS (the child's ru_maxrss), Parquet files written, and the token totals of the dataset
     next to an independent tally (final usage per message id, read straight from the JSONL).
-(b) --big N sessions imported in one call, the time per thousand files printed as they pass (flat = linear).
+(b) --big N sessions imported in one call, the wall and CPU time per thousand files printed as they pass (flat =
+    linear).
 (d) --compact N sessions imported one run each (the layout before batching), then ``promcp compact``: time, files
     before and after, token totals before and after.
 (e) --overlap N: the corpus in one import next to its two halves imported by two processes at once (what
