@@ -389,7 +389,8 @@ def _task_notes(out: Report, all_tasks: pd.DataFrame, overflow: int) -> None:
                 f"{len(bad)} of {out.tasks} task(s) are not complete and are left out of the tables: {named}{more}. "
                 "--include-incomplete counts them; --errors lists every failure"
             )
-    crashed = all_tasks[all_tasks["error"].fillna("").str.startswith(f"{MODEL_CRASHED}:")]
+    messages = all_tasks["error"].dropna()  # the few failed tasks' (not a string operation per task)
+    crashed = messages[messages.str.startswith(f"{MODEL_CRASHED}:")]
     if len(crashed):
         out.notes.append(
             f"the embedded model's process crashed in {len(crashed)} task(s) ({MODEL_CRASHED}; the run went on with "
