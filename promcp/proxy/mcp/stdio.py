@@ -61,6 +61,10 @@ _FLUSH_S = 0.15
 #: request after it, tools/list as a rule), or after _HANDSHAKE_WAIT_S
 _HANDSHAKE_FRAMES = 2
 _HANDSHAKE_WAIT_S = 3.0
+#: the recorder loads once the server's first message was relayed, or after this long without one
+_LOAD_AFTER_S = 2.0
+#: how much lower the loader's priority is than the relay's (nice increment; Linux: per thread)
+_LOADER_NICE = 10
 
 
 def _say(text: str) -> None:
@@ -119,7 +123,7 @@ class _Tap:
         self.first_read_ns: int | None = None
         self.dropped = 0
         self.frames_seen = 0
-        self.seen_enough: tuple[int, threading.Event] | None = None  # (n, event set once n frames passed)
+        self.seen_enough: list[tuple[int, threading.Event]] = []  # (n, an event set once n frames passed)
 
     def feed(self, chunk: bytes, read_ns: int, forwarded_ns: int) -> None:
         if self.first_read_ns is None:
@@ -133,8 +137,9 @@ class _Tap:
 
     def _hand(self, frame: Frame) -> None:
         self.frames_seen += 1
-        if self.seen_enough is not None and self.frames_seen >= self.seen_enough[0]:
-            self.seen_enough[1].set()
+        for n, event in self.seen_enough:
+            if self.frames_seen >= n:
+                event.set()
         deliver = self._deliver
         if deliver is None:
             with self._lock:
@@ -236,6 +241,7 @@ def _exit_like(returncode: int) -> int:
 def run_stdio(opts: StdioOptions) -> int:
     """Relay and record one stdio server session; returns the exit status the proxy should exit with."""
     handshake = threading.Event()  # the server answered initialize and the request after it
+    load_now = threading.Event()  # the server's first message was relayed (or the session is ending)
     # the server first, the recorder while it boots: its start-up overlaps ours (tests/perf/bench_mcp_startup.py)
     spawn_start = time.perf_counter_ns()
     try:
@@ -260,6 +266,7 @@ def run_stdio(opts: StdioOptions) -> int:
 
     def close_server_stdin() -> None:  # the client closed its end: so does the proxy, to the server
         client_closed.set()
+        load_now.set()
         with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
         with handed:
@@ -278,7 +285,7 @@ def run_stdio(opts: StdioOptions) -> int:
         with contextlib.suppress(OSError):
             child.stdout.close()  # type: ignore[union-attr]
 
-    to_client.seen_enough = (_HANDSHAKE_FRAMES, handshake)
+    to_client.seen_enough = [(1, load_now), (_HANDSHAKE_FRAMES, handshake)]
     up.on_eof = close_server_stdin
     up.on_broken = stop_reading_client
     down.on_broken = stop_reading_server
@@ -286,6 +293,8 @@ def run_stdio(opts: StdioOptions) -> int:
 
     def forward(signum: int, _frame: Any) -> None:
         forwarded.append(signum)
+        if signum in (signal.SIGINT, signal.SIGTERM):
+            load_now.set()
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signum)
         if ready and signum in (signal.SIGINT, signal.SIGTERM):  # a kill may follow
@@ -296,24 +305,29 @@ def run_stdio(opts: StdioOptions) -> int:
             signal.signal(getattr(signal, name), forward)
     up.start()  # bytes flow from here on; their frames wait in the taps for the recorder
     down.start()
-    session = _Recording.prepare(opts)
-    if session is not None:
-        session.spawned(spawn_start, spawn_end, child.pid)
-        session.attach(to_server, to_client)
-        with handed:
-            ready.append(session)
-            if client_closed.is_set() or any(s in (signal.SIGINT, signal.SIGTERM) for s in forwarded):
-                session.hand_off(signalled=bool(forwarded))  # the end came while the recorder loaded
-    ticker = session.start_ticker() if session is not None else None
+    # the recorder loads once the server's first message (the initialize answer) has been relayed — or the client
+    # ended, a signal came, or the server stayed silent for _LOAD_AFTER_S — on a thread of lower priority, so
+    # neither its imports nor the tokenizer take CPU or the GIL from the server's boot and the relay
+    loader = threading.Thread(
+        target=_load_recording,
+        args=(opts, load_now, (spawn_start, spawn_end, child.pid), (to_server, to_client), ready, handed),
+        kwargs={"client_closed": client_closed, "forwarded": forwarded, "handshake": handshake},
+        name="promcp-proxy-loader",
+        daemon=True,
+    )
+    loader.start()
     returncode = child.wait()
     exit_ns = time.perf_counter_ns()
+    load_now.set()
     drain_until = time.monotonic() + _DRAIN_S
     while not down.eof.wait(0.05):  # the last answers may still be read; a grandchild may hold the pipe open
         if time.monotonic() > drain_until and not down.busy:
             break
-    if ticker is not None:
-        ticker.set()
+    loader.join()  # the recorder is loaded (or could not be): every frame read is now with it
+    session = ready[0] if ready else None
     if session is not None:
+        if session.ticker is not None:
+            session.ticker.set()
         session.finish(
             returncode,
             exit_ns,
@@ -325,12 +339,49 @@ def run_stdio(opts: StdioOptions) -> int:
     return returncode
 
 
+def _lower_priority() -> None:
+    """This thread (and the threads it starts: the recorder's worker, the tokenizer's loader) yields the CPU to
+    the server's boot and to the relay (Linux: the nice value is per thread)."""
+    with contextlib.suppress(OSError, AttributeError):
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + _LOADER_NICE))
+
+
+def _load_recording(
+    opts: StdioOptions,
+    load_now: threading.Event,
+    spawn: tuple[int, int, int],
+    taps: tuple[_Tap, _Tap],
+    ready: list[_Recording],
+    handed: threading.Lock,
+    *,
+    client_closed: threading.Event,
+    forwarded: list[int],
+    handshake: threading.Event,
+) -> None:
+    """The loader thread: waits for the relay's first answer, then loads the recorder and hands it the frames
+    the taps held (with the instants stamped when their bytes passed)."""
+    load_now.wait(_LOAD_AFTER_S)
+    _lower_priority()
+    session = _Recording.prepare(opts, warm_after=handshake)
+    if session is None:
+        return
+    session.spawned(*spawn)
+    session.attach(*taps)
+    with handed:
+        ready.append(session)
+        if client_closed.is_set() or any(s in (signal.SIGINT, signal.SIGTERM) for s in forwarded):
+            session.hand_off(signalled=bool(forwarded))  # the end came while the recorder loaded
+    session.ticker = session.start_ticker()
+
+
 class _Recording:
     """The recording half, loaded after the server was spawned (imports the recorder, the stage builders and
     the observer: ~0.1 s idle, that neither the server nor the relay threads wait for)."""
 
     def __init__(self, opts: StdioOptions, observer: Any, recorder: Any, clock: Any) -> None:
         self.opts, self.observer, self.recorder, self.clock = opts, observer, recorder, clock
+        self.ticker: threading.Event | None = None
 
     @classmethod
     def prepare(cls, opts: StdioOptions, warm_after: threading.Event | None = None) -> _Recording | None:
