@@ -62,7 +62,7 @@ _FLUSH_S = 0.15
 _HANDSHAKE_FRAMES = 2
 _HANDSHAKE_WAIT_S = 3.0
 #: the recorder loads once the server's first message was relayed, or after this long without one
-_LOAD_AFTER_S = 2.0
+_LOAD_AFTER_S = 5.0
 #: how much lower the loader's priority is than the relay's (nice increment; Linux: per thread)
 _LOADER_NICE = 10
 
