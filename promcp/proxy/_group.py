@@ -52,7 +52,8 @@ _LAUNCHERS: Final = frozenset(
 _RUN_ID_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-class RunTarget(NamedTuple):  # not a dataclass: ``dataclasses`` imports ``inspect`` before an MCP server's spawn
+# not a dataclass: ``dataclasses`` imports ``inspect``, ms before an MCP server's spawn
+class RunTarget(NamedTuple):
     """Where a proxy records: dataset folder, run id, and which rule chose the run id."""
 
     out: Path
