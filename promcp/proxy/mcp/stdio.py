@@ -8,19 +8,18 @@ environment and working directory and stands in the middle of its stdin and stdo
   chunk cut into newline-delimited JSON-RPC frames (:class:`~.frames.LineFrames`) and handed to the
   :class:`~.observer.McpObserver`; a recording error is reported on stderr once and never touches the traffic.
   The server's stderr is the proxy's own (inherited, not copied).
-* **start-up**: the server is spawned first, before the recorder is even imported, and the relay threads start
-  at once: the server boots while the proxy loads its recorder (~0.1 s idle), so a wrapped server answers
-  ``initialize`` about as soon as it would bare (tests/perf/bench_mcp_startup.py, docs/proxy.md). Frames read
-  meanwhile wait in their tap (bounded) with their timestamps and are recorded when it is ready. Neither the CLI
-  path nor the recorder imports rich, pyarrow or pandas (its journal part needs none of them). The tokenizer
-  (~0.5 s of CPU) loads on a thread as soon as the recorder is ready, while the server boots, so that a session's
-  counting is done before the client ends it. Loading it only after the handshake
-  (``_Recording.prepare(warm_after=…)``) started a loaded machine's server sooner (+0.72 s vs +1.16 s over the bare
-  server, interleaved, tests/perf/bench_mcp_startup.py), but in a Codex end-to-end run under load the tokenizer
-  was still loading when Codex ended the session, and ``tools/list``'s count, left to the 0.1 s hand-off window,
-  was lost: an event lost is worse than a slower start. When the client closes its end, or a SIGTERM / SIGINT
-  comes, what is not counted yet is handed to a detached helper at once — or as soon as the recorder is loaded,
-  if the end came first: clients kill their servers shortly after (Claude Code: SIGINT, SIGTERM, SIGKILL within
+* **start-up**: the server is spawned first, after only the command line and this module are imported (no
+  dataclasses, no recorder), and the relay threads start at once. Until the server's first message (the
+  ``initialize`` answer) has been relayed, the proxy does nothing else: the frames read meanwhile wait in their
+  tap (bounded) with the instants their bytes passed. Only then does a loader thread of lower priority
+  (:data:`_LOADER_NICE`, per thread on Linux) import the recorder and the observer, hand them the held frames,
+  and start the tokenizer (~0.5 s of CPU, of which tiktoken's ``Encoding`` constructor holds the GIL ~0.3 s —
+  no relay thread runs meanwhile): neither takes CPU from the server's boot nor holds its answer
+  (tests/perf/bench_mcp_startup.py, docs/proxy.md). The load also starts when the client closes its end, a
+  SIGTERM / SIGINT comes or the server exits, and after :data:`_LOAD_AFTER_S` of silence (a server slow to
+  boot is still recorded if the proxy is killed). When the client closes its end, or a SIGTERM / SIGINT comes,
+  what is not counted yet is handed to a detached helper at once — or as soon as the recorder is loaded, if
+  the end came first: clients kill their servers shortly after (Claude Code: SIGINT, SIGTERM, SIGKILL within
   0.5 s; Codex SIGKILL 0.1 s after SIGTERM).
 * **end**: the client closing stdin closes the server's stdin; a client that stops reading gets the server a
   broken pipe, as it would without the proxy. When the server exits, the proxy drains its stdout, records what
