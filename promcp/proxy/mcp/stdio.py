@@ -9,15 +9,16 @@ environment and working directory and stands in the middle of its stdin and stdo
   :class:`~.observer.McpObserver`; a recording error is reported on stderr once and never touches the traffic.
   The server's stderr is the proxy's own (inherited, not copied).
 * **start-up**: the server is spawned first, after only the command line and this module are imported (no
-  dataclasses, no recorder), and the relay threads start at once. Until the server's first message (the
-  ``initialize`` answer) has been relayed, the proxy does nothing else: the frames read meanwhile wait in their
-  tap (bounded) with the instants their bytes passed. Only then does a loader thread of lower priority
-  (:data:`_LOADER_NICE`, per thread on Linux) import the recorder and the observer, hand them the held frames,
-  and start the tokenizer (~0.5 s of CPU, of which tiktoken's ``Encoding`` constructor holds the GIL ~0.3 s —
-  no relay thread runs meanwhile): neither takes CPU from the server's boot nor holds its answer
-  (tests/perf/bench_mcp_startup.py, docs/proxy.md). The load also starts when the client closes its end, a
-  SIGTERM / SIGINT comes or the server exits, and after :data:`_LOAD_AFTER_S` of silence (a server slow to
-  boot is still recorded if the proxy is killed). When the client closes its end, or a SIGTERM / SIGINT comes,
+  dataclasses, no recorder), and the relay threads start at once; a loader thread imports the recorder while
+  the server boots (~0.15 s of CPU), so that a session the client ends at once is still recorded, and hands it
+  the frames the taps held meanwhile, with the instants their bytes passed. The tokenizer (~0.3 s of CPU, of
+  which tiktoken's ``Encoding`` constructor holds the GIL ~0.3 s: no relay thread runs meanwhile) loads only
+  once the server's first message (the ``initialize`` answer) has been relayed, or after
+  :data:`_TOKENIZER_AFTER_S` without one: loaded beside the boot it held that answer until it was done
+  (tests/perf/bench_mcp_startup.py, docs/proxy.md). While it holds the GIL nothing is relayed, so nothing the
+  client got is waiting to be counted but what came before. Deferring the recorder as well (until the answer,
+  at a lower priority) lost a whole Codex session on a loaded machine: Codex had ended it before the recorder
+  existed. When the client closes its end, or a SIGTERM / SIGINT comes,
   what is not counted yet is handed to a detached helper at once — or as soon as the recorder is loaded, if
   the end came first: clients kill their servers shortly after (Claude Code: SIGINT, SIGTERM, SIGKILL within
   0.5 s; Codex SIGKILL 0.1 s after SIGTERM).
@@ -56,14 +57,8 @@ _DRAIN_S = 2.0
 _PR_SET_PDEATHSIG = 1
 #: how long the proxy counts tokens itself when the session ends before handing the rest to a helper
 _FLUSH_S = 0.15
-#: the tokenizer loads once the server has sent this many messages (the answers to initialize and to the first
-#: request after it, tools/list as a rule), or after _HANDSHAKE_WAIT_S
-_HANDSHAKE_FRAMES = 2
-_HANDSHAKE_WAIT_S = 3.0
-#: the recorder loads once the server's first message was relayed, or after this long without one
-_LOAD_AFTER_S = 5.0
-#: how much lower the loader's priority is than the relay's (nice increment; Linux: per thread)
-_LOADER_NICE = 10
+#: the tokenizer loads once the server's first message was relayed, or after this long without one
+_TOKENIZER_AFTER_S = 5.0
 
 
 def _say(text: str) -> None:
@@ -239,8 +234,7 @@ def _exit_like(returncode: int) -> int:
 
 def run_stdio(opts: StdioOptions) -> int:
     """Relay and record one stdio server session; returns the exit status the proxy should exit with."""
-    handshake = threading.Event()  # the server answered initialize and the request after it
-    load_now = threading.Event()  # the server's first message was relayed (or the session is ending)
+    answered = threading.Event()  # the server's first message was relayed (or the session is ending)
     # the server first, the recorder while it boots: its start-up overlaps ours (tests/perf/bench_mcp_startup.py)
     spawn_start = time.perf_counter_ns()
     try:
@@ -265,7 +259,7 @@ def run_stdio(opts: StdioOptions) -> int:
 
     def close_server_stdin() -> None:  # the client closed its end: so does the proxy, to the server
         client_closed.set()
-        load_now.set()
+        answered.set()
         with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
         with handed:
@@ -284,7 +278,7 @@ def run_stdio(opts: StdioOptions) -> int:
         with contextlib.suppress(OSError):
             child.stdout.close()  # type: ignore[union-attr]
 
-    to_client.seen_enough = [(1, load_now), (_HANDSHAKE_FRAMES, handshake)]
+    to_client.seen_enough = [(1, answered)]
     up.on_eof = close_server_stdin
     up.on_broken = stop_reading_client
     down.on_broken = stop_reading_server
@@ -293,7 +287,7 @@ def run_stdio(opts: StdioOptions) -> int:
     def forward(signum: int, _frame: Any) -> None:
         forwarded.append(signum)
         if signum in (signal.SIGINT, signal.SIGTERM):
-            load_now.set()
+            answered.set()
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signum)
         if ready and signum in (signal.SIGINT, signal.SIGTERM):  # a kill may follow
@@ -304,20 +298,20 @@ def run_stdio(opts: StdioOptions) -> int:
             signal.signal(getattr(signal, name), forward)
     up.start()  # bytes flow from here on; their frames wait in the taps for the recorder
     down.start()
-    # the recorder loads once the server's first message (the initialize answer) has been relayed — or the client
-    # ended, a signal came, or the server stayed silent for _LOAD_AFTER_S — on a thread of lower priority, so
-    # neither its imports nor the tokenizer take CPU or the GIL from the server's boot and the relay
+    # the recorder loads while the server boots (so that a session the client ends at once is recorded); the
+    # tokenizer only once the server's first message (the initialize answer) has been relayed: its ~0.3 s of CPU
+    # and tiktoken's GIL-holding constructor would otherwise delay that answer
     loader = threading.Thread(
         target=_load_recording,
-        args=(opts, load_now, (spawn_start, spawn_end, child.pid), (to_server, to_client), ready, handed),
-        kwargs={"client_closed": client_closed, "forwarded": forwarded, "handshake": handshake},
+        args=(opts, answered, (spawn_start, spawn_end, child.pid), (to_server, to_client), ready, handed),
+        kwargs={"client_closed": client_closed, "forwarded": forwarded},
         name="promcp-proxy-loader",
         daemon=True,
     )
     loader.start()
     returncode = child.wait()
     exit_ns = time.perf_counter_ns()
-    load_now.set()
+    answered.set()
     drain_until = time.monotonic() + _DRAIN_S
     while not down.eof.wait(0.05):  # the last answers may still be read; a grandchild may hold the pipe open
         if time.monotonic() > drain_until and not down.busy:
@@ -338,17 +332,9 @@ def run_stdio(opts: StdioOptions) -> int:
     return returncode
 
 
-def _lower_priority() -> None:
-    """This thread (and the threads it starts: the recorder's worker, the tokenizer's loader) yields the CPU to
-    the server's boot and to the relay (Linux: the nice value is per thread)."""
-    with contextlib.suppress(OSError, AttributeError):
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + _LOADER_NICE))
-
-
 def _load_recording(
     opts: StdioOptions,
-    load_now: threading.Event,
+    answered: threading.Event,
     spawn: tuple[int, int, int],
     taps: tuple[_Tap, _Tap],
     ready: list[_Recording],
@@ -356,13 +342,10 @@ def _load_recording(
     *,
     client_closed: threading.Event,
     forwarded: list[int],
-    handshake: threading.Event,
 ) -> None:
-    """The loader thread: waits for the relay's first answer, then loads the recorder and hands it the frames
-    the taps held (with the instants stamped when their bytes passed)."""
-    load_now.wait(_LOAD_AFTER_S)
-    _lower_priority()
-    session = _Recording.prepare(opts, warm_after=handshake)
+    """The loader thread: loads the recorder and hands it the frames the taps held meanwhile (with the instants
+    stamped when their bytes passed); the tokenizer loads once ``answered`` is set."""
+    session = _Recording.prepare(opts, warm_after=answered)
     if session is None:
         return
     session.spawned(*spawn)
@@ -429,7 +412,7 @@ class _Recording:
     @staticmethod
     def _warm(observer: Any, after: threading.Event | None = None) -> None:
         if after is not None:
-            after.wait(_HANDSHAKE_WAIT_S)
+            after.wait(_TOKENIZER_AFTER_S)
         try:
             observer.tokenizer()
         except Exception as exc:
