@@ -10,8 +10,7 @@ runs it before the rest of promcp is loaded.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["DEFAULT_MAX_FRAME", "Frame", "LineFrames", "json_decoder"]
 
@@ -21,8 +20,7 @@ DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 EDGE = 512
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(NamedTuple):  # not a dataclass: ``dataclasses`` imports ``inspect``, ms before the server's spawn
     """One line: its bytes (``None`` when longer than the limit), its size with the newline, and the monotonic
     instants (ns) its first byte arrived, its last byte arrived and its last byte was forwarded. An oversize
     frame keeps its first and last :data:`EDGE` bytes (``edges``), where a JSON-RPC id is found."""
