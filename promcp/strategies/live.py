@@ -11,8 +11,9 @@ The payload itself always comes from the one definition in :mod:`promcp.strategi
   and a ``load_tool`` definition that promotes a listed tool. :func:`search` and :func:`load` answer those calls;
 * **a router failure falls back** to the full list for that call, and the plan says why (``fallback``).
 
-Routing query: the task's user prompt (as the what-if routes a recorded call), so ``topk`` sends the same tools on
-every call of a task and its measured schema tokens equal the projection's.
+Routing query: the task's user prompt (as the what-if routes a recorded call), paths reduced to their extension
+(:func:`~promcp.strategies.routing.routing_query`, applied by the router itself), so ``topk`` sends the same tools on
+every call of a task, whatever run it is in, and its measured schema tokens equal the projection's.
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ class StrategySpec:
         """What a run records about its router: scorer, K, fusion weight, BM25 parameters, the embedding model."""
         if not self.routed:
             return {}
-        info: dict[str, Any] = {"scorer": self.scorer, "k": self.k, "query": "task prompt"}
+        info: dict[str, Any] = {
+            "scorer": self.scorer,
+            "k": self.k,
+            "query": "task prompt, paths as their extension",
+        }
         if self.scorer in ("bm25", "hybrid"):
             info |= {"bm25_k1": BM25_K1, "bm25_b": BM25_B}
         if self.scorer == "hybrid":

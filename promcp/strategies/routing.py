@@ -78,6 +78,36 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text.replace("_", " ")) if w.lower() not in _STOP]
 
 
+#: A redaction placeholder a recorded text carries where a secret was (``<secret>``, ``<api-key>``, ``<email>`` …).
+_PLACEHOLDER = re.compile(r"<[a-z][a-z0-9-]*>")
+#: A file-system path: ``/…``, ``~/…``, ``./…``, ``../…`` or ``C:\…`` (one whitespace-free token).
+_PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:[\\/]")
+_EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,8})$")
+_OPENERS = "\"'`([{"
+_CLOSERS = "\"'`)]}.,;:!?"
+
+
+def routing_query(text: str) -> str:
+    """The text a query is routed by: ``text`` with each file-system path reduced to its file extension (``/w/run-1/
+    files/notes.txt`` → ``txt``) and redaction placeholders (``<secret>``) dropped.
+
+    A path names the user's file, not a tool: its directories carry per-run words (a workspace named after the run,
+    a run id whose digits match a tool's date examples) and a recording may hold it redacted (the secret scan's
+    high-entropy rule), so routing on it would send a live run and its what-if prediction, or two runs of one task,
+    different tools. The extension stays: it says what kind of file (text, image) the task reads.
+    """
+    out: list[str] = []
+    for token in _PLACEHOLDER.sub("", text).split():
+        core = token.lstrip(_OPENERS).rstrip(_CLOSERS)
+        if not _PATH.match(core):
+            out.append(token)
+            continue
+        ext = _EXTENSION.search(re.split(r"[\\/]", core)[-1])
+        if ext:
+            out.append(ext.group(1))
+    return " ".join(out)
+
+
 def tool_document(raw: Mapping[str, Any]) -> str:
     """The text a tool is retrieved by: its name, its description and its parameter names (with descriptions)."""
     tool = wire_tool(raw)
@@ -198,6 +228,8 @@ class Router:
         self.build_ms = (time.perf_counter() - t0) * 1000
 
     def scores(self, query: str) -> FloatArray:
+        """Each tool's score for ``query`` as :func:`routing_query` reduces it (every caller routes the same text)."""
+        query = routing_query(query)
         lexical = self._bm25.scores(query) if self._bm25 is not None else None
         semantic = None
         if self._vecs is not None and self.model is not None:

@@ -170,3 +170,41 @@ def test_codex_completes_with_the_routed_tools(tmp_path: Path) -> None:
     first = json.loads(df[(df.stage == "S1") & (df.source == "proxy:llm")]["attrs"].iloc[0])
     assert first["client_tools"] > 20  # Codex's own tools and the everything server's
     check_calls(out, 3, first["client_tools"])
+
+
+@pytest.mark.skipif(
+    not (ROOT / "node_modules" / ".bin" / "gemini").exists() or not EVERYTHING.exists(),
+    reason="npm packages not installed",
+)
+def test_gemini_cli_completes_with_the_routed_tools(tmp_path: Path) -> None:
+    """The real Gemini CLI (Gemini API, ``tools[].functionDeclarations``: its own tools and the everything
+    server's ``mcp_everything_*``): the routed declarations go upstream, the CLI completes through the MCP tool."""
+    from tests.integration.test_record_gemini import setup
+    from tests.stubs.scripted_llm import ScriptedGemini
+
+    env, _home, work = setup(tmp_path)
+    out = tmp_path / "traces"
+    tool = "mcp_everything_echo"
+    script = ScriptedGemini(tool, {"message": "promcp records every stage"})
+    with StubServer(script.gemini) as stub:
+        proc = subprocess.run(
+            [str(PROMCP), "record", "--out", str(out), "--upstream", stub.url, "--strategy", "topk:3:bm25", "--",
+             "gemini", "-p", "Echo: promcp records every stage", "--approval-mode", "yolo", "-o", "json"],
+            env=env, cwd=work, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert script.steps == ["tool", "answer"]
+    result = json.loads(proc.stdout)
+    assert result["response"].startswith("Echoed: ") and "promcp records every stage" in result["response"]
+    assert result["stats"]["tools"]["byName"][tool]["success"] == 1  # the real server answered the call
+    offered = [
+        [d["name"] for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []]
+        for body in script.bodies
+    ]
+    assert len(offered) == 2 and all(len(names) == 3 and tool in names for names in offered), offered
+    df = pa.load(out)
+    first = json.loads(
+        df[(df.stage == "S1") & (df.source == "proxy:llm") & df.task_id.notna()]["attrs"].iloc[0]
+    )
+    assert first["client_tools"] > 15  # the CLI's own tools and the everything server's
+    check_calls(out, 3, first["client_tools"])

@@ -162,6 +162,13 @@ SKIP: dict[str, str] = {
     "done": "the loop's end",
     "promcp report traces/strat-all --section strategies --format markdown": "needs the six LLM runs above "
     "(test_run_strategies: the same section on a scripted run)",
+    "promcp run --topology l-cust benchmark.yaml --task fs-read --task git-status --strategy topk:3:bm25 --out "
+    "traces/strat-all": "LLM run (8 min on the shared machine; its table is in docs/whatif.md)",
+    "promcp run --topology l-cust benchmark.yaml --task fs-read --task git-status --strategy two-phase:3:bm25 --out "
+    "traces/strat-all": "LLM run (5 min on the shared machine; its table is in docs/whatif.md)",
+    "promcp report traces/strat-all --run 7947be --run bece5e --run 774770 --task fs-read --task git-status "
+    "--section strategies --format markdown": "needs the LLM runs above (test_run_strategies: the same section on "
+    "a scripted run)",
 }
 
 
