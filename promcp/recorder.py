@@ -7,12 +7,17 @@ rows and hand them to the active recorder. The recorder
   (task, round, server, tool call, model…) on fields the event left empty,
 * assigns ``seq`` (the run's event order),
 * truncates and redacts previews,
-* appends the event to the run's journal before returning (or, with :meth:`emit_later`, after a worker thread has
-  computed what the hot path should not, such as token counts),
+* hands the event to its :class:`~promcp.sinks.Sink` before returning (or, with :meth:`emit_later`, after the
+  recorder's :class:`~promcp.bounded_worker.BoundedWorker` has computed what the hot path should not, such as token
+  counts). The sink is the run's journal (:class:`~promcp.sinks.JournalSink`, the default) or, in tests, a list in
+  memory (:class:`~promcp.sinks.MemorySink`),
 * captures content (schemas, results, prompts, answers) once per hash: ``content="redacted"`` (the default) stores
   it with secrets removed, ``"full"`` verbatim, ``"none"`` not at all; each text is cut at ``max_content_bytes``
   (the cut is recorded with the blob). Token counts are always taken from the original text,
 * finalizes the journal into the run's Parquet file on :meth:`close` (also on Ctrl-C/SIGTERM when the CLI runs it).
+
+Importing this module imports neither pyarrow nor pandas (``tests/unit/test_recording_path.py``): a wrapped MCP
+server's start-up must not wait for them.
 
 Nothing here knows about MCP or LLMs; nothing in analysis knows about recorders.
 """
@@ -22,17 +27,18 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import logging
 import os
-import queue
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from promcp._version import __version__
+from promcp.bounded_worker import BoundedWorker
 from promcp.content import (
     DEFAULT_CONTENT,
     DEFAULT_MAX_CONTENT_BYTES,
@@ -44,8 +50,10 @@ from promcp.content import (
 from promcp.errors import PromcpError, StorageError
 from promcp.events import Event, Topology
 from promcp.redact import DEFAULT_PREVIEW_CHARS, preview, warm_scanner
-from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX, Blob, FsyncPolicy, JournalHeader, JournalWriter
-from promcp.store.parts import finalize_group, group_lock, new_part_path
+from promcp.sinks import JournalSink, Sink
+from promcp.store.journal import Blob, FsyncPolicy, JournalHeader
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,14 @@ class Scope:
     transport: str | None = None
     trace_id: str | None = None
     parent_span_id: str | None = None
+
+
+class Later(NamedTuple):
+    """One :meth:`Recorder.emit_later` item: its place in the run's order, the scope it was emitted in, the build."""
+
+    seq: int
+    scope: Scope
+    build: Callable[[], Event | None]
 
 
 _SCOPE_FIELDS = tuple(f.name for f in fields(Scope))
@@ -127,7 +143,7 @@ class Recorder:
 
     def __init__(
         self,
-        out: str | Path,
+        out: str | Path | None = None,
         *,
         topology: Topology | str = Topology.L_CUST,
         source: str = "live",
@@ -140,8 +156,11 @@ class Recorder:
         capture_content: bool | None = None,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
         part: str | None = None,
+        sink: Sink | None = None,
     ) -> None:
-        self.out = Path(out)
+        if out is None and sink is None:
+            raise TypeError("Recorder needs a dataset folder (out) or a sink")
+        self.out = Path(out) if out is not None else Path()
         self.topology = Topology(topology)
         self.source = source
         self.run_id = run_id or new_run_id()
@@ -154,7 +173,6 @@ class Recorder:
         self.sdk_versions = sdk_versions()
         #: ``part``: this process writes one part of a run that several processes record (promcp/store/parts.py)
         self.part = part
-        self.journal_path = self.out / JOURNAL_DIR / f"{self.run_id}{JOURNAL_SUFFIX}"
         header = JournalHeader(
             run_id=self.run_id,
             topology=self.topology.value,
@@ -166,31 +184,35 @@ class Recorder:
             content=self.content,
             max_content_bytes=self.max_content_bytes,
         )
-        if part is None:
-            self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
-        else:
-            with group_lock(self.out):  # a merge must not see the part before its writer holds the lock
-                self.journal_path = new_part_path(self.out, self.run_id, part)
-                self._writer = JournalWriter(self.journal_path, header, fsync=fsync)
+        #: where the rows go: the run's journal (default) or any :class:`~promcp.sinks.Sink` (a MemorySink in tests)
+        self.sink: Sink = sink if sink is not None else JournalSink(self.out, fsync=fsync, part=part)
+        self.sink.open(header)
         self._seq = itertools.count()
         self._seq_lock = threading.Lock()
         self._blobs: set[str] = set()
-        self._queue: queue.Queue[tuple[int, Scope, Callable[[], Event | None]] | None] | None = None
-        self._worker: threading.Thread | None = None
+        self._later: BoundedWorker[Later] | None = None
+        self._later_lock = threading.Lock()
         self._worker_errors: list[BaseException] = []
-        self._current: tuple[int, Scope, Callable[[], Event | None]] | None = None
+        self._current: Later | None = None
         self._current_lock = threading.Lock()
         self._abandoned = False
         self._drain = threading.Event()
         self._last_activity = 0.0
         self._pid = os.getpid()
         self.events = 0
+        #: ``emit_later`` events that were never journaled (still queued when close() gave up waiting)
+        self.lost = 0
         self._listener: Callable[[Event], None] | None = None
         self.result_path: Path | None = None
         self._closed = False
         # previews are redacted: the secret scanner loads meanwhile (promcp/redact.py)
         if self.content != "none":
             warm_scanner()
+
+    @property
+    def journal_path(self) -> Path:
+        """Where the sink writes (the run's journal file, or its part)."""
+        return self.sink.path
 
     # -- emitting -----------------------------------------------------------------------------------------------
 
@@ -255,10 +277,7 @@ class Recorder:
         self._listener = listener
 
     def _journal(self, rows: Sequence[Event]) -> None:
-        if len(rows) == 1:
-            self._writer.append(rows[0])
-        else:
-            self._writer.append_many(rows)
+        self.sink.append(rows)
         self.events += len(rows)
         listener = self._listener
         if listener is not None:
@@ -269,6 +288,10 @@ class Recorder:
     LATER_IDLE_S = 0.05
     #: …or until this many events are waiting (bounds memory and what a SIGKILL can lose)
     LATER_BACKLOG = 1000
+    #: the most ``emit_later`` events queued at once: past it ``emit_later`` waits (back-pressure on the source)
+    LATER_MAX = 10_000
+    #: how long :meth:`close` waits for queued ``emit_later`` work before it reports the rest lost
+    CLOSE_TIMEOUT_S = 60.0
 
     def emit_later(self, build: Callable[[], Event | None]) -> None:
         """Journal the event ``build()`` returns, computed on a worker thread, off the caller's hot path.
@@ -278,81 +301,73 @@ class Recorder:
         say), when :attr:`LATER_BACKLOG` events are waiting, or on :meth:`flush` / :meth:`close`: counting tokens
         of a 10 KB result while a tight loop of tool calls runs would otherwise compete with it for the CPU and the
         GIL. A SIGKILL can therefore lose the events of the current burst (at most the backlog), never finished
-        ones that were journaled.
+        ones that were journaled. The queue holds at most :attr:`LATER_MAX` events; past it the caller waits.
         """
         self._check_open()
-        if self._queue is None:
-            self._queue = queue.Queue()
-            self._worker = threading.Thread(
-                target=self._work, name=f"promcp-recorder-{self.run_id}", daemon=True
-            )
-            self._worker.start()
         self._last_activity = time.monotonic()
-        self._queue.put((self.next_seq(), current_scope(), build))
+        item = Later(self.next_seq(), current_scope(), build)
+        self._later_worker().put(item)
+
+    def _later_worker(self) -> BoundedWorker[Later]:
+        with self._later_lock:
+            if self._later is None:
+                self._later = BoundedWorker(
+                    self._build_later,
+                    name=f"promcp-recorder-{self.run_id}",
+                    max_items=self.LATER_MAX,
+                    full="block",
+                    on_error=self._later_failed,
+                )
+            return self._later
 
     def _wait_for_quiet(self) -> None:
-        assert self._queue is not None
-        while not self._drain.is_set() and self._queue.qsize() < self.LATER_BACKLOG:
+        worker = self._later
+        while not self._drain.is_set() and (worker is None or worker.backlog_items < self.LATER_BACKLOG):
             quiet = time.monotonic() - self._last_activity
             if quiet >= self.LATER_IDLE_S:
                 return
             self._drain.wait(self.LATER_IDLE_S - quiet)
 
-    def _work(self) -> None:
-        assert self._queue is not None
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                with self._current_lock:  # current while it waits for quiet too: a hand-off takes it then
-                    self._current = item
-                self._wait_for_quiet()
-                with self._current_lock:
-                    if self._current is not item:  # handed off while waiting: another process builds it
-                        continue
-                seq, sc, build = item
-                try:
-                    event = build()
-                    with self._current_lock:  # handed off meanwhile (hand_off): another process builds it
-                        mine = self._current is item
-                        self._current = None
-                    if event is not None and mine:
-                        self._journal([self._complete(event, sc, seq)])
-                except BaseException as exc:  # a broken builder must not stop the worker
-                    self._worker_errors.append(exc)
-            finally:
-                self._queue.task_done()
+    def _build_later(self, item: Later) -> None:
+        with self._current_lock:  # current while it waits for quiet too: a hand-off takes it then
+            self._current = item
+        self._wait_for_quiet()
+        with self._current_lock:
+            if self._current is not item:  # handed off while waiting: another process builds it
+                return
+        try:
+            event = item.build()
+        finally:
+            with self._current_lock:  # handed off meanwhile (hand_off): another process builds it
+                mine = self._current is item
+                self._current = None
+        if event is not None and mine:
+            self._journal([self._complete(event, item.scope, item.seq)])
 
-    def hand_off(self) -> list[tuple[int, Scope, Callable[[], Event | None]]]:
+    def _later_failed(self, _item: Later | None, exc: BaseException) -> None:
+        """A broken builder: counted (``worker_errors``) and logged by the worker, which goes on."""
+        self._worker_errors.append(exc)
+
+    def hand_off(self) -> list[Later]:
         """Take the :meth:`emit_later` work not journaled yet — queued, and the one being built now (whose result
         is then dropped) — so another process can finish it: a proxy about to be killed by its client hands its
         token counting to a detached helper. Items keep their ``seq`` and scope; the recorder stays usable."""
-        taken: list[tuple[int, Scope, Callable[[], Event | None]]] = []
+        taken: list[Later] = []
         with self._current_lock:
             if self._current is not None:
                 taken.append(self._current)
                 self._current = None
                 self._abandoned = True  # close() does not wait for that build any more
-        if self._queue is not None:
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                self._queue.task_done()
-                if item is None:  # close() is stopping the worker: leave its sentinel
-                    self._queue.put(None)
-                    break
-                taken.append(item)
+        if self._later is not None:
+            taken.extend(self._later.take_pending())
         return taken
 
     def flush(self) -> None:
         """Wait until every :meth:`emit_later` event is journaled (building them now, without waiting for quiet)."""
-        if self._queue is not None:
+        if self._later is not None:
             self._drain.set()
             try:
-                self._queue.join()
+                self._later.flush()
             finally:
                 self._drain.clear()
 
@@ -365,7 +380,7 @@ class Recorder:
         digest, size = digest_of(text)
         if self.content != "none" and digest not in self._blobs:
             self._blobs.add(digest)
-            self._writer.append_blob(self._blob(digest, kind, text, size))
+            self.sink.append_blob(self._blob(digest, kind, text, size))
         return digest
 
     def _blob(self, digest: str, kind: str, text: str, size: int) -> Blob:
@@ -397,24 +412,25 @@ class Recorder:
             return self.result_path
         if os.getpid() != self._pid:  # a forked child must not finalize its parent's journal
             return None
-        if self._queue is not None:
+        if self._later is not None:
             self._drain.set()
-            self._queue.put(None)
-            if self._worker is not None:  # a build handed off to another process is not waited for
-                self._worker.join(timeout=0.2 if self._abandoned else None)
+            # a build handed off to another process is not waited for
+            left = self._later.close(timeout=0.2 if self._abandoned else self.CLOSE_TIMEOUT_S)
+            if left and not self._abandoned:
+                self.lost += len(left)
+                log.warning(
+                    "run %s: %d event(s) still being computed at close were not recorded",
+                    self.run_id,
+                    len(left),
+                )
         self._closed = True
-        self._writer.close()
+        self.sink.close()
         if _global_recorder is self:
             _global_recorder = None
         if finalize_run:
-            stopped = self._writer.error
+            stopped = self.sink.error
             try:
-                if self.part is None:
-                    from promcp.store.parquet import finalize  # pyarrow: only when the run is written
-
-                    self.result_path = finalize(self.journal_path)
-                else:  # merged by the last part to end (None until then)
-                    self.result_path = finalize_group(self.out, self.run_id)
+                self.result_path = self.sink.finalize()
             except StorageError as exc:
                 if stopped is None:
                     raise
@@ -437,7 +453,7 @@ class Recorder:
     def discard(self) -> None:
         """Close without finalizing and remove the journal: for a run that recorded no event (no empty file)."""
         self.close(finalize_run=False)
-        self.journal_path.unlink(missing_ok=True)
+        self.sink.discard()
 
     @property
     def worker_errors(self) -> list[BaseException]:
