@@ -203,8 +203,9 @@ def _run(args: argparse.Namespace) -> int:
         path = rec.close()
     c = proxy.counters
     err.print(
-        f"{c.calls} LLM call(s) in {len(c.by_task)} task(s), {c.failed} failed, {c.unparsed} unreadable; "
-        f"events: {path or rec.journal_path.parent}",
+        f"{c.calls} LLM call(s) in {len(c.by_task)} task(s), {c.failed} failed, {c.unparsed} unreadable"
+        + (f", {c.lost} relayed but not recorded (the recording queue was full)" if c.lost else "")
+        + f"; events: {path or rec.journal_path.parent}",
         highlight=False,
         markup=False,
         soft_wrap=True,

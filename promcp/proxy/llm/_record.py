@@ -13,14 +13,13 @@ MCP proxy recorded the real ``tools/call``, the run's merge joins it to the call
 from __future__ import annotations
 
 import logging
-import queue
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from promcp import tokenizers
+from promcp.bounded_worker import BoundedWorker
 from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.events import Event, Origin, Stage, Status
 from promcp.proxy._http import ExchangeObserver, ProxyRequest
@@ -49,7 +48,13 @@ if TYPE_CHECKING:
 
 __all__ = ["SESSION_HEADERS", "Counters", "LLMRecording"]
 
-log = logging.getLogger("promcp.proxy.llm")
+log = logging.getLogger(__name__)
+
+#: finished exchanges waiting to be recorded, at most (each holds its request body and the response kept: one can be
+#: 64 MiB, so the bytes are bounded too). A full queue does not stall the proxy's loop: the exchange is relayed all
+#: the same, counted ``lost`` and said (see LLMRecording.lost).
+QUEUE_ITEMS = 4096
+QUEUE_BYTES = 512 * 1024 * 1024
 
 #: request headers that name the client session (the first present wins)
 SESSION_HEADERS = ("x-claude-code-session-id",)
@@ -72,6 +77,7 @@ class Counters:
     count_tokens: int = 0
     side_calls: int = 0
     unparsed: int = 0
+    lost: int = 0  # relayed while the recording queue was full: not recorded (each one logged)
     by_task: dict[str, int] = field(default_factory=dict)
 
 
@@ -101,9 +107,14 @@ class LLMRecording:
         self.conversations = Conversations()
         self.counters = Counters()
         self.errors: list[str] = []
-        self._queue: queue.Queue[LLMExchange | None] = queue.Queue()
-        self._worker = threading.Thread(target=self._work, name="promcp-llm-recorder", daemon=True)
-        self._worker.start()
+        self._worker: BoundedWorker[LLMExchange] = BoundedWorker(
+            self._record_or_say,
+            name="promcp-llm-recorder",
+            max_items=QUEUE_ITEMS,
+            max_bytes=QUEUE_BYTES,
+            full="refuse",
+            on_error=self._failed,
+        )
         self._closed = False
 
     # -- the proxy's side (event loop) ----------------------------------------------------------------------------
@@ -113,7 +124,7 @@ class LLMRecording:
         if api is None:
             self.counters.forwarded_only += 1
             return None
-        exchange = LLMExchange(api, request, self._queue.put)
+        exchange = LLMExchange(api, request, self._finished)
         if self.rewriter is not None and api != COUNT_TOKENS:
             from promcp.proxy.llm._rewrite import prepare_hook
 
@@ -122,35 +133,40 @@ class LLMRecording:
 
     # -- the worker's side ------------------------------------------------------------------------------------------
 
-    def _work(self) -> None:
-        while True:
-            exchange = self._queue.get()
+    def _finished(self, exchange: LLMExchange) -> None:
+        """An exchange ended (on the proxy's loop): queued for the worker, or — the queue is full — counted lost."""
+        size = len(exchange.request.body) + len(exchange.body)
+        if not self._worker.put(exchange, size):
+            self.counters.lost += 1
+            where = f"{exchange.request.method} {exchange.request.path}"
+            self.errors.append(f"{where}: not recorded: the recording queue was full")
+            log.warning("promcp proxy llm: %s relayed but not recorded: the recording queue was full", where)
+
+    def _record_or_say(self, exchange: LLMExchange) -> None:
+        self._record(exchange)
+
+    def _failed(self, exchange: LLMExchange | None, exc: BaseException) -> None:
+        """Never lose the worker, nor the call: an event says it was not readable (the worker logged the error)."""
+        where = f"{exchange.request.method} {exchange.request.path}" if exchange is not None else "?"
+        self.errors.append(f"{where}: {type(exc).__name__}: {exc}")
+        if exchange is not None and exchange.outcome is not None:
             try:
-                if exchange is None:
-                    return
-                self._record(exchange)
-            except Exception as exc:  # never lose the worker, nor the call: an event says it was not readable
-                where = f"{exchange.request.method} {exchange.request.path}" if exchange is not None else "?"
-                self.errors.append(f"{where}: {type(exc).__name__}: {exc}")
-                log.warning("promcp proxy llm: could not record %s: %s: %s", where, type(exc).__name__, exc)
-                if exchange is not None and exchange.outcome is not None:
-                    try:
-                        self._unparsed(exchange, f"could not be recorded: {type(exc).__name__}: {exc}"[:300])
-                    except Exception as again:  # the recorder itself failed: said above, counted in errors
-                        self.errors.append(f"{where}: not recorded either: {again}")
-            finally:
-                self._queue.task_done()
+                self._unparsed(exchange, f"could not be recorded: {type(exc).__name__}: {exc}"[:300])
+            except Exception as again:  # the recorder itself failed: logged, counted in errors
+                self.errors.append(f"{where}: not recorded either: {again}")
+                log.warning("promcp proxy llm: %s not recorded either: %s", where, again)
 
     def flush(self) -> None:
         """Wait until every finished exchange is journaled."""
-        self._queue.join()
+        self._worker.flush()
 
     def close(self) -> None:
         """Record what is queued and stop the worker (the recorder stays open: its owner closes it)."""
         if not self._closed:
             self._closed = True
-            self._queue.put(None)
-            self._worker.join()
+            for exchange in self._worker.close():  # only with a deadline: none today
+                self.counters.lost += 1
+                self.errors.append(f"{exchange.request.method} {exchange.request.path}: not recorded")
 
     def _tokenizer(self, model: str | None) -> CachedTokenizer:
         return tokenizers.get_or_default(self.tokenizer_name or tokenizers.for_model(model))
