@@ -14,7 +14,7 @@ import httpx2 as httpx
 import pytest
 
 from promcp.proxy import _bounded
-from promcp.proxy.mcp import _sessions
+from promcp.proxy.mcp import http_exchanges
 from promcp.proxy.mcp.http import McpHttpProxy
 from tests.integration.test_proxy_mcp_http import ACCEPT, attrs, runs
 
@@ -52,7 +52,7 @@ def test_a_stream_faster_than_the_recording_is_relayed_whole_and_recorded_bounde
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        _sessions, "BACKLOG_BYTES", 256 * 1024
+        http_exchanges, "BACKLOG_BYTES", 256 * 1024
     )  # a small backlog: the bound is reached for sure
     loop = asyncio.new_event_loop()
     server = loop.run_until_complete(asyncio.start_server(_stream_server, "127.0.0.1", 0))

@@ -1,5 +1,5 @@
 """Pieces of the HTTP MCP proxy: the legacy SSE endpoint rewriter (alone and through the core's rewrite hook), the
-session routing of promcp/proxy/mcp/_sessions.py fed synthetic exchanges on a fake clock, and the probe rule."""
+session routing of promcp/proxy/mcp/http_exchanges.py fed synthetic exchanges on a fake clock, and the probe rule."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import pytest
 from promcp.analysis.tables import session_init
 from promcp.events import Phase, Status
 from promcp.proxy._http import Outcome, ProxyRequest, ProxyResponse
-from promcp.proxy.mcp._sessions import EndpointRewriter, HttpSessions, session_query
 from promcp.proxy.mcp.http import McpHttpProxy
+from promcp.proxy.mcp.http_exchanges import HttpSessions
+from promcp.proxy.mcp.sse_endpoint import EndpointRewriter, session_query
 from promcp.stages import Failure, FakeClock, initialize_event
 from promcp.tokenizers import get as get_tokenizer
 from tests.stubs.llm_http import Drip, Reply, StubServer

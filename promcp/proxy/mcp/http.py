@@ -5,7 +5,7 @@ GET ``/sse`` stream whose ``endpoint`` event names where to POST) both go throug
 promcp (:mod:`promcp.proxy._http`): every byte forwarded as it arrives, each SSE event handed on before the next
 one is read, credential headers never seen by the recording side. What passes is recorded by the same
 :class:`~promcp.proxy.mcp.observer.McpObserver` as the stdio relay, one per client session
-(:mod:`._sessions`), so a server gives the same events over HTTP as over stdio::
+(:mod:`.http_exchanges`), so a server gives the same events over HTTP as over stdio::
 
     from promcp.proxy.mcp.http import McpHttpProxy
 
@@ -39,8 +39,10 @@ from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
 from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.proxy._hosts import HostPolicy
 from promcp.proxy._http import ProxyRequest, ReverseProxy
-from promcp.proxy.mcp._sessions import SOURCE, HttpExchange, HttpSessions
 from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME
+from promcp.proxy.mcp.http_exchanges import HttpSessions
+from promcp.proxy.mcp.http_hooks import HttpExchange
+from promcp.proxy.mcp.session_registry import SOURCE
 from promcp.redact import public_url
 from promcp.stages import SYSTEM_CLOCK, Clock
 from promcp.tokenizers import CachedTokenizer

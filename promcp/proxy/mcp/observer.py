@@ -298,17 +298,12 @@ class McpObserver:
     def unparsable(self, origin: str, seen: Seen, error_type: str, detail: str) -> None:
         """A frame that is not a JSON-RPC message (not JSON, too large to read, a stray value)."""
         self.unparsed += 1
-        self._emit(
-            message_event(
-                method=None,
-                server=self.server,
-                transport=self.transport,
-                direction=self._direction(origin),
-                start=seen.first,
-                request_bytes=seen.size,
-                protocol_version=self.protocol_version,
-                failure=Failure(Status.ERROR, error_type, detail),
-            )
+        self._message(
+            origin,
+            method=None,
+            start=seen.first,
+            request_bytes=seen.size,
+            failure=Failure(Status.ERROR, error_type, detail),
         )
 
     def oversize(self, origin: str, seen: Seen, edges: bytes, limit: int) -> None:
@@ -399,33 +394,23 @@ class McpObserver:
         if req is not None:
             self._complete(req, msg, seen)
         else:
-            self._emit(
-                message_event(
-                    method=late,
-                    server=self.server,
-                    transport=self.transport,
-                    direction=self._direction(origin),
-                    start=seen.first,
-                    jsonrpc_id=_id_text(msg["id"]),
-                    request_bytes=seen.size,
-                    protocol_version=self.protocol_version,
-                    attrs={"late_response": True},
-                )
+            self._message(
+                origin,
+                method=late,
+                start=seen.first,
+                jsonrpc_id=_id_text(msg["id"]),
+                request_bytes=seen.size,
+                attrs={"late_response": True},
             )
 
     def _unanswered(self, origin: str, msg: Mapping[str, Any], seen: Seen) -> None:
-        self._emit(
-            message_event(
-                method=None,
-                server=self.server,
-                transport=self.transport,
-                direction=self._direction(origin),
-                start=seen.first,
-                jsonrpc_id=_id_text(msg.get("id")),
-                request_bytes=seen.size,
-                protocol_version=self.protocol_version,
-                failure=Failure(Status.ERROR, "unmatched_response", "a response to no request the proxy saw"),
-            )
+        self._message(
+            origin,
+            method=None,
+            start=seen.first,
+            jsonrpc_id=_id_text(msg.get("id")),
+            request_bytes=seen.size,
+            failure=Failure(Status.ERROR, "unmatched_response", "a response to no request the proxy saw"),
         )
 
     def _notification(
@@ -445,18 +430,13 @@ class McpObserver:
                 {"cancelled_by": origin},
             )
             self._close_request((origin, _id_key(params["requestId"])), seen.first, failure)
-        self._emit(
-            message_event(
-                method=method,
-                server=self.server,
-                transport=self.transport,
-                direction=self._direction(origin),
-                start=seen.first,
-                request_bytes=seen.size,
-                protocol_version=self.protocol_version,
-                preview=self._preview(params, seen),
-                attrs={"batch": batch} if batch else None,
-            )
+        self._message(
+            origin,
+            method=method,
+            start=seen.first,
+            request_bytes=seen.size,
+            preview=self._preview(params, seen),
+            attrs={"batch": batch} if batch else None,
         )
 
     # -- ending requests --------------------------------------------------------------------------------------
@@ -497,20 +477,15 @@ class McpObserver:
     ) -> None:
         """Stage ``MCP`` for something of the transport that is no JSON-RPC message (an HTTP ``GET`` stream,
         a ``DELETE`` that ends the session): ``attrs`` say what (``http_method``, ``http_status``…)."""
-        self._emit(
-            message_event(
-                method=None,
-                server=self.server,
-                transport=self.transport,
-                direction=self._direction(origin),
-                start=start,
-                end=end,
-                request_bytes=size,
-                response_bytes=size,
-                protocol_version=self.protocol_version,
-                failure=failure,
-                attrs=attrs,
-            )
+        self._message(
+            origin,
+            method=None,
+            start=start,
+            end=end,
+            request_bytes=size,
+            response_bytes=size,
+            failure=failure,
+            attrs=attrs,
         )
 
     def check_timeouts(self, now: Instant | None = None) -> int:
@@ -548,17 +523,12 @@ class McpObserver:
 
     def note(self, at: Instant, failure: Failure, attrs: Mapping[str, Any] | None = None) -> None:
         """A session-level problem that is no message (e.g. the server exited with an error status)."""
-        self._emit(
-            message_event(
-                method=None,
-                server=self.server,
-                transport=self.transport,
-                direction=Direction.SERVER_TO_CLIENT,
-                start=at,
-                protocol_version=self.protocol_version,
-                failure=failure,
-                attrs=attrs,
-            )
+        self._message(
+            SERVER,
+            method=None,
+            start=at,
+            failure=failure,
+            attrs=attrs,
         )
 
     # -- events -----------------------------------------------------------------------------------------------
@@ -579,22 +549,17 @@ class McpObserver:
         elif req.origin == CLIENT and method == "tools/call":
             self._tools_call(req, result, answer, end, failure)
         else:
-            self._emit(
-                message_event(
-                    method=method,
-                    server=self.server,
-                    transport=self.transport,
-                    direction=self._direction(req.origin),
-                    start=req.seen.first,
-                    end=end,
-                    jsonrpc_id=req.jsonrpc_id,
-                    protocol_version=self.protocol_version,
-                    request_bytes=req.seen.size,
-                    response_bytes=answer.size if answer is not None else None,
-                    failure=failure,
-                    preview=self._preview(req.params, req.seen),
-                    attrs=req.attrs or None,
-                )
+            self._message(
+                req.origin,
+                method=method,
+                start=req.seen.first,
+                end=end,
+                jsonrpc_id=req.jsonrpc_id,
+                request_bytes=req.seen.size,
+                response_bytes=answer.size if answer is not None else None,
+                failure=failure,
+                preview=self._preview(req.params, req.seen),
+                attrs=req.attrs or None,
             )
 
     def _initialize(
@@ -717,6 +682,19 @@ class McpObserver:
         if params is None or seen.size > _PREVIEW_LIMIT:
             return None
         return compact_json(params)
+
+    def _message(self, origin: str, **facts: Any) -> None:
+        """Stage ``MCP``: one message, or a request with its outcome, that ``origin`` sent (every such event of the
+        session goes through here: its server, transport and protocol version are the observer's)."""
+        self._emit(
+            message_event(
+                server=self.server,
+                transport=self.transport,
+                direction=self._direction(origin),
+                protocol_version=self.protocol_version,
+                **facts,
+            )
+        )
 
     def _emit(self, event: Event) -> None:
         try:
