@@ -271,6 +271,15 @@ class Recorder:
         self._check_open()
         self._journal(rows)
 
+    def settle(self, rows: Sequence[Event]) -> None:
+        """``rows`` (returned by :meth:`emit` earlier: a call's request row written while it was in flight) are
+        superseded by rows emitted since: readers drop them. Written after the new rows, so a kill in between
+        leaves both rather than neither."""
+        self._check_open()
+        if rows:
+            self.sink.settle([row.seq for row in rows])
+            self.events -= len(rows)
+
     def on_journal(self, listener: Callable[[Event], None] | None) -> None:
         """Call ``listener`` with every row once it is journaled (None removes it). promcp's span exporter uses
         it to carry the rows to ``promcp collect``; a listener must be quick and must not raise."""

@@ -40,6 +40,10 @@ class Sink(Protocol):
 
     def append_blob(self, blob: Blob) -> None: ...
 
+    def settle(self, seqs: Sequence[int]) -> None:
+        """The rows of ``seqs`` appended before were superseded by later ones (a call's in-flight request row)."""
+        ...
+
     def close(self) -> None: ...
 
     def finalize(self) -> Path | None:
@@ -94,6 +98,13 @@ class JournalSink:
         finally:
             self.error = writer.error
 
+    def settle(self, seqs: Sequence[int]) -> None:
+        writer = self._open_writer()
+        try:
+            writer.append_settled(seqs)
+        finally:
+            self.error = writer.error
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
@@ -135,6 +146,11 @@ class MemorySink:
     def append_blob(self, blob: Blob) -> None:
         with self._lock:
             self.blobs[blob.blob] = blob
+
+    def settle(self, seqs: Sequence[int]) -> None:
+        gone = set(seqs)
+        with self._lock:
+            self.rows = [row for row in self.rows if row.seq not in gone]
 
     def close(self) -> None:
         self.closed = True

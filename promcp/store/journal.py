@@ -5,7 +5,12 @@ Layout of one journal (``<dataset>/_journal/<run_id>.jsonl``)::
     {"promcp_journal": 1, "schema_version": 1, "run_id": ..., "topology": ..., "source": ..., ...}   header
     {"stage": "INIT", "phase": "spawn", ...}                                                           an event
     {"blob": "<hash>", "kind": "schema", "text": "..."}                                                 captured content
+    {"settled": [12]}                                    the events of these seqs were superseded: readers drop them
     ...
+
+A source writes a call's request event when the request is forwarded (``attrs.in_flight``) and, once the call ended,
+its final events and then a ``settled`` line naming the in-flight row: a process killed mid-call leaves the call in
+flight, one that finishes leaves exactly the events it would have written at the end.
 
 Every line is written with a single ``os.write`` on an ``O_APPEND`` descriptor, so a line that was written is in the
 kernel before the next event starts: a SIGKILL loses at most the line in flight, which a reader recognises as a
@@ -43,6 +48,7 @@ FsyncPolicy = Literal["group", "always", "interval", "never"]
 JOURNAL_DIR = "_journal"
 JOURNAL_SUFFIX = ".jsonl"
 _BLOB_PREFIX = b'{"blob":'
+_SETTLED_PREFIX = b'{"settled":'
 _HEADER_KEY = "promcp_journal"
 
 
@@ -76,7 +82,14 @@ class JournalHeader(msgspec.Struct, kw_only=True):
     max_content_bytes: int | None = None
 
 
+class Settled(msgspec.Struct, frozen=True):
+    """The ``seq`` of events written earlier in the same journal that later events superseded (dropped on read)."""
+
+    settled: list[int]
+
+
 _blob_encoder = msgspec.json.Encoder()
+_settled_decoder = msgspec.json.Decoder(Settled)
 _header_decoder = msgspec.json.Decoder(JournalHeader)
 _blob_decoder = msgspec.json.Decoder(Blob)
 
@@ -148,6 +161,11 @@ class JournalWriter:
 
     def append_blob(self, blob: Blob) -> None:
         self._write(_blob_encoder.encode(blob))
+
+    def append_settled(self, seqs: Sequence[int]) -> None:
+        """Mark the events of ``seqs`` (written before in this journal) superseded: readers drop them."""
+        if seqs:
+            self._write(_blob_encoder.encode(Settled(list(seqs))))
 
     def _write(self, payload: bytes, *, lines: int = 1) -> None:
         with self._lock:
@@ -253,6 +271,7 @@ def read_journal(path: Path, *, warn: bool = True) -> JournalContents:
             )
         out = JournalContents(path=path, header=header, lines=1)
         number = 1
+        settled: set[int] = set()
         for number, line in enumerate(fh, start=2):
             if not line.strip():
                 continue
@@ -260,6 +279,8 @@ def read_journal(path: Path, *, warn: bool = True) -> JournalContents:
                 if line.startswith(_BLOB_PREFIX):
                     blob = _blob_decoder.decode(line)
                     out.blobs[blob.blob] = blob
+                elif line.startswith(_SETTLED_PREFIX):
+                    settled.update(_settled_decoder.decode(line).settled)
                 else:
                     out.events.append(decode_event(line))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -270,6 +291,8 @@ def read_journal(path: Path, *, warn: bool = True) -> JournalContents:
                 else:
                     out.problems.append(f"line {number}: corrupt line skipped ({exc})")
         out.lines = number
+        if settled:
+            out.events = [e for e in out.events if e.seq not in settled]
     if warn:
         for problem in out.problems:
             warnings.warn(f"{path}: {problem}", PromcpWarning, stacklevel=2)

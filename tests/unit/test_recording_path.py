@@ -77,3 +77,33 @@ def test_the_journal_sink_is_the_default_and_finalizes_the_run(tmp_path: Path) -
         rec.emit(Event(stage=Stage.S1, tokens_in=1))
     assert rec.result_path is not None and rec.result_path.name == "events.parquet"
     assert not rec.journal_path.exists()  # merged into the run file, then removed
+
+
+def test_a_settled_row_is_dropped_by_every_reader_of_the_journal_and_by_the_memory_sink(
+    tmp_path: Path,
+) -> None:
+    """A call's request row written while in flight, then superseded by the call's final rows: the journal keeps
+    the line (a kill before the settle leaves both), readers drop it; a run killed before the end keeps it."""
+    from promcp.store.journal import read_journal
+
+    rec = Recorder(tmp_path, run_id="settle")
+    flying = rec.emit(Event(stage=Stage.S1, attrs={"in_flight": True}))
+    rec.emit(Event(stage=Stage.S1, tokens_in=7))
+    rec.emit(Event(stage=Stage.S2, tokens_out=3))
+    rec.settle([flying])
+    kept = rec.emit(Event(stage=Stage.S1, attrs={"in_flight": True}))  # the next call, never ended
+    assert rec.events == 3
+    contents = read_journal(rec.journal_path)
+    assert [e.seq for e in contents.events] == [1, 2, kept.seq] and not contents.problems
+    path = rec.close()
+    assert path is not None
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(path).column("seq").to_pylist() == [1, 2, 3]
+
+    sink = MemorySink()
+    mem = Recorder(sink=sink, run_id="m")
+    row = mem.emit(Event(stage=Stage.S1))
+    mem.emit(Event(stage=Stage.S1, tokens_in=1))
+    mem.settle([row])
+    assert [e.seq for e in sink.rows] == [1]

@@ -56,7 +56,13 @@ def api_of(method: str, path: str) -> str | None:
 class LLMExchange(ExchangeObserver):
     """One LLM API exchange as it passes through the proxy."""
 
-    def __init__(self, api: str, request: ProxyRequest, done: Callable[[LLMExchange], None]) -> None:
+    def __init__(
+        self,
+        api: str,
+        request: ProxyRequest,
+        done: Callable[[LLMExchange], None],
+        on_forward: Callable[[LLMExchange, Instant], None] | None = None,
+    ) -> None:
         self.api = api
         self.request = request
         self.response_head: ProxyResponse | None = None
@@ -72,6 +78,9 @@ class LLMExchange(ExchangeObserver):
         self._decoder: SSEDecoder | NDJSONDecoder | None = None
         self._inflate: Any = None
         self._done = done
+        self._on_forward = on_forward
+        #: the request row journaled when the request was forwarded (settled by the call's final rows)
+        self.in_flight: Any = None
         self._bounds: HeadTail[Any] = HeadTail(HEAD_BYTES, TAIL_FRAMES, TAIL_BYTES)
         self.rewritten: Any = (
             None  # what --strategy forwarded instead (a _rewrite.Rewrite), set before forwarding
@@ -105,6 +114,13 @@ class LLMExchange(ExchangeObserver):
         except ValueError:
             return False
         return True
+
+    def forwarded(self, at: Instant) -> None:
+        """The request reached the upstream: its request row is journaled now, the call is in flight (once: a retry
+        on a fresh connection is the same call)."""
+        on_forward, self._on_forward = self._on_forward, None
+        if on_forward is not None:
+            on_forward(self, at)
 
     def response(self, response: ProxyResponse) -> None:
         self.response_head = response

@@ -26,7 +26,16 @@ from promcp.proxy._http import ExchangeObserver, ProxyRequest
 from promcp.proxy.llm._conversations import Conversations, Placement
 from promcp.proxy.llm._exchange import COUNT_TOKENS, LLMExchange, api_of
 from promcp.recorder import Recorder
-from promcp.stages import Failure, LLMCall, ToolsCall, failed_step_event, llm_call_events, tools_call_events
+from promcp.stages import (
+    Failure,
+    Instant,
+    LLMCall,
+    ToolsCall,
+    failed_step_event,
+    llm_call_events,
+    llm_input_event,
+    tools_call_events,
+)
 from promcp.stages.link import mcp_tool_of, tool_calls_attr
 from promcp.tokenizers import CachedTokenizer
 from promcp.wire import (
@@ -65,6 +74,14 @@ _PROVIDERS = {
     "ollama": "ollama",
     "gemini": "google",
 }
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """An exchange whose request reached the upstream at ``at``: the worker writes its request row."""
+
+    exchange: LLMExchange
+    at: Instant
 
 
 @dataclass
@@ -107,7 +124,7 @@ class LLMRecording:
         self.conversations = Conversations()
         self.counters = Counters()
         self.errors: list[str] = []
-        self._worker: BoundedWorker[LLMExchange] = BoundedWorker(
+        self._worker: BoundedWorker[LLMExchange | InFlight] = BoundedWorker(
             self._record_or_say,
             name="promcp-llm-recorder",
             max_items=QUEUE_ITEMS,
@@ -124,7 +141,8 @@ class LLMRecording:
         if api is None:
             self.counters.forwarded_only += 1
             return None
-        exchange = LLMExchange(api, request, self._finished)
+        on_forward = None if api == COUNT_TOKENS else self._forwarded
+        exchange = LLMExchange(api, request, self._finished, on_forward)
         if self.rewriter is not None and api != COUNT_TOKENS:
             from promcp.proxy.llm._rewrite import prepare_hook
 
@@ -142,11 +160,62 @@ class LLMRecording:
             self.errors.append(f"{where}: not recorded: the recording queue was full")
             log.warning("promcp proxy llm: %s relayed but not recorded: the recording queue was full", where)
 
-    def _record_or_say(self, exchange: LLMExchange) -> None:
-        self._record(exchange)
+    def _forwarded(self, exchange: LLMExchange, at: Instant) -> None:
+        """The request reached the upstream (on the proxy's loop): its request row is written by the worker, in
+        order before the call's end (a full queue skips it: the call is still recorded when it ends)."""
+        self._worker.put(InFlight(exchange, at))
 
-    def _failed(self, exchange: LLMExchange | None, exc: BaseException) -> None:
+    def _record_or_say(self, item: LLMExchange | InFlight) -> None:
+        if isinstance(item, InFlight):
+            self._in_flight(item.exchange, item.at)
+            return
+        self._record(item)
+        self._settle(item)
+
+    def _in_flight(self, ex: LLMExchange, at: Instant) -> None:
+        """The call's request row, while it is in flight (``attrs.in_flight``): what a proxy killed mid-call leaves.
+        No tokens are counted and no task placed yet (both need the answer); the call's final rows supersede it."""
+        try:
+            body = bounded_json(ex.request.body)
+            if not isinstance(body, dict):
+                return
+            request = parse_request(ex.api, body)
+        except (ValueError, TypeError, AttributeError):
+            return  # an unreadable request is recorded when it ends (unparsed_request)
+        model = request.model or (gemini.model_of_path(ex.request.path) if ex.api == "gemini" else None)
+        attrs: dict[str, Any] = {
+            "api": ex.api,
+            "path": ex.request.path,
+            "stream": request.stream,
+            "request_bytes": len(ex.request.body),
+            "in_flight": True,
+        }
+        session = next((v for h in SESSION_HEADERS if (v := ex.request.header(h))), None)
+        if session:
+            attrs["client_session"] = session
+        call = LLMCall(
+            provider=_PROVIDERS.get(ex.api),
+            model=model,
+            round=1,
+            start=ex.request.received,
+            end=at,
+            tokenizer=self._tokenizer(model),
+            texts_observed=False,
+            attrs_in=attrs,
+        )
+        ex.in_flight = self.recorder.emit(llm_input_event(call))
+
+    def _settle(self, ex: LLMExchange) -> None:
+        """The call's final rows are journaled: its in-flight request row is superseded."""
+        row, ex.in_flight = ex.in_flight, None
+        if row is not None:
+            self.recorder.settle([row])
+
+    def _failed(self, item: LLMExchange | InFlight | None, exc: BaseException) -> None:
         """Never lose the worker, nor the call: an event says it was not readable (the worker logged the error)."""
+        if isinstance(item, InFlight):  # no request row: the call is still recorded when it ends
+            return
+        exchange = item
         where = f"{exchange.request.method} {exchange.request.path}" if exchange is not None else "?"
         self.errors.append(f"{where}: {type(exc).__name__}: {exc}")
         if exchange is not None and exchange.outcome is not None:
@@ -155,6 +224,8 @@ class LLMRecording:
             except Exception as again:  # the recorder itself failed: logged, counted in errors
                 self.errors.append(f"{where}: not recorded either: {again}")
                 log.warning("promcp proxy llm: %s not recorded either: %s", where, again)
+            else:
+                self._settle(exchange)
 
     def flush(self) -> None:
         """Wait until every finished exchange is journaled."""
@@ -164,9 +235,10 @@ class LLMRecording:
         """Record what is queued and stop the worker (the recorder stays open: its owner closes it)."""
         if not self._closed:
             self._closed = True
-            for exchange in self._worker.close():  # only with a deadline: none today
-                self.counters.lost += 1
-                self.errors.append(f"{exchange.request.method} {exchange.request.path}: not recorded")
+            for item in self._worker.close():  # only with a deadline: none today
+                if isinstance(item, LLMExchange):
+                    self.counters.lost += 1
+                    self.errors.append(f"{item.request.method} {item.request.path}: not recorded")
 
     def _tokenizer(self, model: str | None) -> CachedTokenizer:
         return tokenizers.get_or_default(self.tokenizer_name or tokenizers.for_model(model))
