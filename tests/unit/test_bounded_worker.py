@@ -111,3 +111,28 @@ def test_take_pending_empties_the_queue_for_another_process() -> None:
         worker.put(i, 7)
     assert worker.take_pending() == [0, 1, 2] and worker.backlog_bytes == 0 and worker.backlog_items == 0
     assert worker.close(timeout=1) == []
+
+
+def test_no_source_hand_rolls_a_queue_and_worker_of_its_own() -> None:
+    """The recorder, collect and both proxies used to carry four queue + thread pairs with four policies: the one
+    bounded worker (a deque under a condition) is the only one left, and no module imports ``queue`` to start another
+    (it would come back unbounded and unpoliced)."""
+    import ast
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    found = []
+    for folder in ("promcp", "collectors", "analysis"):
+        for path in (repo / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
+                if any(n == "queue" or n.startswith("queue.") for n in names):
+                    found.append(str(path.relative_to(repo)))
+    assert found == [], found
+    assert (repo / "promcp" / "bounded_worker.py").is_file()
