@@ -425,7 +425,7 @@ class Recorder:
             self._drain.set()
             # a build handed off to another process is not waited for
             left = self._later.close(timeout=0.2 if self._abandoned else self.CLOSE_TIMEOUT_S)
-            if left and not self._abandoned:
+            if left:
                 self.lost += len(left)
                 log.warning(
                     "run %s: %d event(s) still being computed at close were not recorded",
