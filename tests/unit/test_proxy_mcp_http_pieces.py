@@ -286,3 +286,38 @@ def test_a_late_message_for_an_ended_session_goes_into_that_sessions_run(tmp_pat
     assert "notifications/cancelled" in set(ev["mcp_method"])
     s4 = ev[ev["stage"] == "S4"].iloc[0]
     assert s4["error_type"] == "session_closed"  # the DELETE ended the call; the late cancel changes nothing
+
+
+def test_a_full_recording_queue_reports_the_exchange_lost_and_the_next_one_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """The worker's queue (promcp/bounded_worker.py) refuses a hook: the loop never waits, the exchange is marked
+    lost, only its end reaches the worker, which closes its requests ``no_response`` and counts and says it; the
+    next exchange, once there is room, is recorded whole."""
+    from promcp.bounded_worker import BoundedWorker
+
+    out = tmp_path / "ds"
+    d = Driver(out)
+    s = d.sessions
+    running = s._worker
+    running._on_stop = None  # swapped for a small queue the test fills before its thread starts
+    running.close(timeout=5)
+    s._worker = BoundedWorker(
+        s._handle_item, name="t", max_items=2, full="refuse", on_stop=s._stopped, start=False
+    )
+    d.exchange(
+        "POST", _init(1), answer=_init_result(1), new_session="A"
+    )  # request, head queued; body refused
+    assert s._worker.stats.refused == 1
+    s._worker.start()
+    assert s._worker.flush(timeout=20)
+    s._worker.max_items = None  # room again (2 records would not keep up with the next exchange either)
+    q, r = _call(2, "after")
+    d.exchange("POST", q, answer=r, session="A")
+    d.stop()
+    assert s.lost == 1 and any("relayed but not recorded" in line for line in d.said), d.said
+    (ev,) = _runs(out)
+    init = ev[(ev["stage"] == "INIT") & (ev["phase"] == "initialize")].iloc[0]
+    assert init["error_type"] == "no_response"  # reported, not silently dropped
+    s4 = ev[ev["stage"] == "S4"].iloc[0]
+    assert s4["status"] == "ok" and s4["resp_preview"] == "after"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,47 @@ def test_a_settled_row_is_dropped_by_every_reader_of_the_journal_and_by_the_memo
     mem.emit(Event(stage=Stage.S1, tokens_in=1))
     mem.settle([row])
     assert [e.seq for e in sink.rows] == [1]
+
+
+def test_an_llm_call_the_full_recording_queue_refuses_is_relayed_counted_lost_and_left_in_flight(
+    tmp_path: Path,
+) -> None:
+    """The LLM proxy's queue refuses (never stalls the relay): the client gets its answer, the call is counted
+    ``lost`` and named in ``errors``; its request row, journaled at forward, keeps it in the dataset as in flight."""
+    import json
+
+    import httpx2 as httpx
+
+    from promcp.analysis import load
+    from promcp.bounded_worker import BoundedWorker
+    from promcp.proxy.llm import LLMProxy
+    from tests.stubs.llm_http import Reply, StubServer, anthropic_reply
+
+    headers = {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    reply = anthropic_reply([{"type": "text", "text": "hello"}], stop="end_turn")
+    out = tmp_path / "ds"
+    with (
+        StubServer([Reply(200, reply)]) as stub,
+        Recorder(out, topology="c-ots", source="proxy:llm") as rec,
+        LLMProxy(stub.url, rec) as prx,
+    ):
+        recording = prx.recording
+        recording._worker.close(timeout=5)
+        small: BoundedWorker[object] = BoundedWorker(
+            recording._record_or_say,
+            name="t",
+            max_items=1,
+            full="refuse",
+            start=False,  # type: ignore[arg-type]
+        )
+        recording._worker = small  # type: ignore[assignment]
+        got = httpx.post(prx.url + "/v1/messages", json=body, headers=headers, timeout=30)
+        assert got.json() == reply  # relayed whole
+        deadline = time.monotonic() + 10
+        while recording.counters.lost == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        small.start()
+    assert recording.counters.lost == 1 and "the recording queue was full" in recording.errors[0]
+    ev = load(out)
+    assert ev["stage"].tolist() == ["S1"] and json.loads(ev["attrs"].iloc[0])["in_flight"] is True
