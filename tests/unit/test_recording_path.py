@@ -136,7 +136,7 @@ def test_an_llm_call_the_full_recording_queue_refuses_is_relayed_counted_lost_an
         recording = prx.recording
         recording._worker.close(timeout=5)
         small: BoundedWorker[object] = BoundedWorker(
-            recording._record_or_say,
+            recording._handle,
             name="t",
             max_items=1,
             full="refuse",

@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 #: finished exchanges waiting to be recorded, at most (each holds its request body and the response kept: one can be
 #: 64 MiB, so the bytes are bounded too). A full queue does not stall the proxy's loop: the exchange is relayed all
-#: the same, counted ``lost`` and said (see LLMRecording.lost).
+#: the same, counted in ``Counters.lost`` and logged.
 QUEUE_ITEMS = 4096
 QUEUE_BYTES = 512 * 1024 * 1024
 
@@ -125,7 +125,7 @@ class LLMRecording:
         self.counters = Counters()
         self.errors: list[str] = []
         self._worker: BoundedWorker[LLMExchange | InFlight] = BoundedWorker(
-            self._record_or_say,
+            self._handle,
             name="promcp-llm-recorder",
             max_items=QUEUE_ITEMS,
             max_bytes=QUEUE_BYTES,
@@ -165,7 +165,7 @@ class LLMRecording:
         order before the call's end (a full queue skips it: the call is still recorded when it ends)."""
         self._worker.put(InFlight(exchange, at))
 
-    def _record_or_say(self, item: LLMExchange | InFlight) -> None:
+    def _handle(self, item: LLMExchange | InFlight) -> None:
         if isinstance(item, InFlight):
             self._in_flight(item.exchange, item.at)
             return
@@ -182,11 +182,14 @@ class LLMRecording:
             request = parse_request(ex.api, body)
         except (ValueError, TypeError, AttributeError):
             return  # an unreadable request is recorded when it ends (unparsed_request)
-        model = request.model or (gemini.model_of_path(ex.request.path) if ex.api == "gemini" else None)
+        model, stream = request.model, request.stream
+        if ex.api == "gemini":  # the model and streaming are in the path
+            model = model or gemini.model_of_path(ex.request.path)
+            stream = ":streamGenerateContent" in ex.request.path
         attrs: dict[str, Any] = {
             "api": ex.api,
             "path": ex.request.path,
-            "stream": request.stream,
+            "stream": stream,
             "request_bytes": len(ex.request.body),
             "in_flight": True,
         }
