@@ -1,13 +1,13 @@
-"""One bounded queue and one thread: the worker every recording source hands its slow work to.
+"""One bounded queue and one thread: the worker the recording sources hand their slow work to.
 
-The recorder's deferred token counting (:meth:`promcp.recorder.Recorder.emit_later`), ``promcp collect``'s decoded
-requests, the LLM proxy's finished exchanges and the HTTP MCP proxy's exchange hooks all go through a
+The recorder's deferred token counting (:meth:`promcp.recorder.Recorder.emit_later`), the LLM proxy's finished
+exchanges and the HTTP MCP proxy's exchange hooks all go through a
 :class:`BoundedWorker` — the shape of opentelemetry-python's ``BatchSpanProcessor``: a queue bounded in items *and*
 bytes in front of one thread, with one policy for each of the three things that can go wrong.
 
 **A full queue.** :meth:`BoundedWorker.put` either waits for room (``full="block"``: back-pressure on the caller,
 for a caller that may wait) or refuses at once (``full="refuse"``: returns False and counts the item ``refused``;
-the caller either answers "try again" — ``promcp collect``'s 503 — or reports the item lost). An item larger than
+the caller either answers "try again" (a 503) or reports the item lost). An item larger than
 ``max_bytes`` is taken when the queue is empty, so one big body is never refused for ever. ``force=True`` skips the
 bounds for the few small control items a protocol cannot do without (an exchange's end).
 
