@@ -150,8 +150,10 @@ def redact_surface(text: str) -> str:
     return redact_scanned(text)
 
 
-#: a token in the base64 alphabet (detect-secrets' high-entropy charset, plus ``_`` and ``-`` of URL-safe base64)
-_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{20,}")
+#: a token in the base64 alphabet (detect-secrets' high-entropy charset, plus ``_`` and ``-`` of URL-safe base64):
+#: a whole run of that alphabet, 20 characters or more — a scan from the left meets a long run at its start (no
+#: look-behind needed, which would cost a test at every position)
+_TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
 _TOKEN_MAX = 128  # longer runs are data (an image, a blob), not a credential
 _SCANNER_KEEP = "\t\r\n \"'=:"  # context some detectors' patterns include at their edges
 
@@ -159,7 +161,7 @@ _SCANNER_KEEP = "\t\r\n \"'=:"  # context some detectors' patterns include at th
 #: a cheap test per detector (words, one of which its match must contain; lower-case ones are looked for in the
 #: lower-cased text, others in the text itself) that skips its scan on text
 #: that cannot match: the keyword detectors' patterns try every position. A detector not named here (a newer
-#: detect-secrets) always runs.
+#: detect-secrets) always runs; a pattern in :data:`_PATTERN_GATES` has a tighter test instead.
 _DETECTOR_WORDS: Final[dict[str, tuple[str, ...]]] = {
     "ArtifactoryDetector": ("akc", "ap"),
     "AWSKeyDetector": ("aws", "akia", "asia", "abia", "acca", "a3t"),
@@ -186,6 +188,67 @@ _DETECTOR_WORDS: Final[dict[str, tuple[str, ...]]] = {
     "TwilioKeyDetector": ("AC", "SK"),  # upper case: looked for in the text itself
 }
 
+#: a key word, its separator and the first 24 characters of a value: what every keyword pattern's match holds
+_KEYED_VALUE = re.compile(
+    r"(?:key|pwd|pw|password|pass|token)[\"']?\]? *(?:=|:|:=|=>| +|::) *[\"']?[a-z0-9_-]{24}"
+)
+#: tighter tests for the patterns a word test lets through too often (``key``, ``ap``, ``.``, ``:`` are in most
+#: texts), each keyed by the exact pattern it was derived from (a changed pattern falls back to the words): a
+#: regex a match of the pattern must contain, searched in the folded lower-cased text (True) or the text itself
+#: (False) — a search for a literal start, one pass, where the pattern's own scan tries every position. Shared
+#: tests (:data:`_KEYED_VALUE`) are searched once per text.
+_PATTERN_GATES: Final[dict[str, tuple[re.Pattern[str], bool]]] = {
+    (
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|passwo"
+        'rd|pass|token)(?:"|\\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:"|\\\'|)([0-9a-f]{64})(?:"|\\'
+        "'|)"
+    ): (_KEYED_VALUE, True),
+    (
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:cloudant|cl|clou)(?:_|-|)(?:api|)(?:key|pwd|pw|passwo"
+        "rd|pass|token)(?:\"|\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:\"|\\'|)([a-z]{24})(?:\"|\\'|)"
+    ): (_KEYED_VALUE, True),
+    (
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:ibm(?:_|-|)cloud(?:_|-|)iam|cloud(?:_|-|)iam|ibm(?:_|"
+        "-|)cloud|ibm(?:_|-|)iam|ibm|iam|cloud|)(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|password|pass|to"
+        "ken)(?:\"|\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:\"|\\'|)([a-zA-Z0-9_\\-]{44}(?![a-zA-Z0"
+        "-9_\\-]))(?:\"|\\'|)"
+    ): (_KEYED_VALUE, True),
+    (
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:(?:ibm)?[-_]?cos[-_]?(?:hmac)?|)(?:_|-|)(?:secret[-_]"
+        "?(?:access)?[-_]?key)(?:\"|\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:\"|\\'|)([a-f0-9]{48}"
+        "(?![a-f0-9]))(?:\"|\\'|)"
+    ): (_KEYED_VALUE, True),
+    (
+        "(?:(?<=\\W)|(?<=^))(?:\\[|)(?:\"|\\'|)(?:softlayer|sl)(?:_|-|)(?:api|)(?:_|-|)(?:key|pwd|passw"
+        'ord|pass|token)(?:"|\\\'|)(?:\\]|)(?: *)(?:=|:|:=|=>| +|::)(?: *)(?:"|\\\'|)([a-z0-9]{64})(?:"|'
+        "\\'|)"
+    ): (_KEYED_VALUE, True),
+    r"(?:http|https)://api.softlayer.com/soap/(?:v3|v3.1)/([a-z0-9]{64})": (re.compile("softlayer"), True),
+    r"(?:https?\:\/\/)[\w\-]+\:([0-9a-f]{64})\@[\w\-]+\.cloudant\.com": (re.compile(r"cloudant\.com"), True),
+    r"(?:https?\:\/\/)[\w\-]+\:([a-z]{24})\@[\w\-]+\.cloudant\.com": (re.compile(r"cloudant\.com"), True),
+    r'(?:\s|=|:|"|^)AKC[a-zA-Z0-9]{10,}(?:\s|"|$)': (re.compile(r"AKC[a-zA-Z0-9]{10}"), False),
+    r'(?:\s|=|:|"|^)AP[\dABCDEF][a-zA-Z0-9]{8,}(?:\s|"|$)': (
+        re.compile(r"AP[\dABCDEF][a-zA-Z0-9]{8}"),
+        False,
+    ),
+    r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}": (
+        re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}"),
+        False,
+    ),
+    r"\d{8,10}:[0-9A-Za-z_-]{35}": (re.compile(r":[0-9A-Za-z_-]{35}"), False),
+}
+#: what a case-insensitive pattern matches as an ASCII letter but ``str.lower`` does not make one (``re`` folds
+#: these; U+212A KELVIN SIGN lower-cases to ``k`` already)
+_FOLDED: Final = "\u0130\u0131\u017f"
+_FOLD: Final = str.maketrans(dict.fromkeys(_FOLDED[:2], "i") | {_FOLDED[2]: "s"})
+
+
+def _folded_lower(text: str) -> str:
+    """``text`` lower-cased as the gates see it: a case-insensitive pattern's ASCII letters are in it."""
+    if text.isascii() or not any(map(text.__contains__, _FOLDED)):
+        return text.lower()
+    return text.translate(_FOLD).lower()
+
 
 class _Scanner:
     """detect-secrets' regex detectors and entropy rule, loaded once, each detector with the cheap tests that skip
@@ -202,7 +265,8 @@ class _Scanner:
             if issubclass(plugin, RegexBasedDetector) and plugin.__name__ != "IPPublicDetector":
                 # a class attribute of every such detector (typed as an abstract property in detect-secrets)
                 denylist: Iterable[re.Pattern[str]] = getattr(plugin, "denylist", ())
-                self.patterns += [_Detector(_DETECTOR_WORDS.get(plugin.__name__), p) for p in denylist]
+                words = _DETECTOR_WORDS.get(plugin.__name__)
+                self.patterns += [_Detector(words, p, _PATTERN_GATES.get(p.pattern)) for p in denylist]
         #: every gate word, each looked for once per text
         self.lower_words = sorted({w for d in self.patterns for w in d.lower_words})
         self.case_words = sorted({w for d in self.patterns for w in d.case_words})
@@ -214,11 +278,20 @@ class _Scanner:
 
 
 class _Detector:
-    """One detector pattern and its gates: the words one of which its match contains (lower-case ones looked for in
-    the lower-cased text, others in the text; None: always scanned) and the shortest text it can match."""
+    """One detector pattern and its gates: a regex its match contains (see :data:`_PATTERN_GATES`), else the words
+    one of which its match contains (lower-case ones looked for in the lower-cased text, others in the text; None:
+    always scanned); and the shortest text it can match."""
 
-    def __init__(self, words: tuple[str, ...] | None, pattern: re.Pattern[str]) -> None:
+    def __init__(
+        self,
+        words: tuple[str, ...] | None,
+        pattern: re.Pattern[str],
+        gate: tuple[re.Pattern[str], bool] | None = None,
+    ) -> None:
         self.pattern = pattern
+        self.gate = gate
+        if gate is not None:
+            words = ()
         self.always = words is None
         self.lower_words = frozenset(w for w in words or () if w.islower())
         self.case_words = frozenset(w for w in words or () if not w.islower())
@@ -295,12 +368,22 @@ def redact_scanned(text: str) -> str:
     scanner = _get_scanner()
     spans: list[tuple[int, int]] = []
     if len(text) >= scanner.min_width:
-        low = text.lower()
+        low = _folded_lower(text)
         # every gate word looked for once; a detector is scanned when one of its words is there
         present = set(filter(low.__contains__, scanner.lower_words))
         present.update(filter(text.__contains__, scanner.case_words))
+        gates: dict[re.Pattern[str], bool] = {}  # a gate regex's verdict, searched once per text
         for d in scanner.patterns:
-            if len(text) < d.min_width or not (
+            if len(text) < d.min_width:
+                continue
+            if d.gate is not None:
+                gate, on_low = d.gate
+                hit = gates.get(gate)
+                if hit is None:
+                    hit = gates[gate] = gate.search(low if on_low else text) is not None
+                if not hit:
+                    continue
+            elif not (
                 d.always or not d.lower_words.isdisjoint(present) or not d.case_words.isdisjoint(present)
             ):
                 continue

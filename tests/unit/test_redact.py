@@ -217,6 +217,24 @@ def test_the_scanners_gates_skip_no_match() -> None:
         "sk_live_" + "0" * 24,
         "-----BEGIN RSA PRIVATE KEY-----",
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        # the patterns with a gate regex of their own (promcp/redact.py _PATTERN_GATES): every separator, quotes
+        # and brackets, and letters a case-insensitive pattern folds (long s, dotless i, dotted I, Kelvin sign)
+        'cloudant_password := "' + "q" * 24 + '"',
+        "clou-apitoken=>" + "0f" * 32,
+        'clpass="' + "q" * 24 + '"',
+        "cloudant_pw " + "0f" * 32,
+        '["ibm_cos_hmac_secret_access_key"] : "' + "a1" * 24 + '"',
+        "IBM_CLOUD_IAM_KEY::" + "Ab-_" * 11,
+        "pa\u017fsword: " + "Q" * 44,
+        "\u0130am_\u212aey = " + "z\u0131" * 22,
+        "softlayer_api_token   " + "ab12" * 16,
+        "sl-pwd=" + "\u017f" * 64,
+        "https://user:" + "0a" * 32 + "@acct.cloudant.com",
+        "https://admin:" + "abc" * 8 + "@x.cloudant.com",
+        "https://api.softlayer.com/soap/v3.1/" + "ab12" * 16,
+        "=AKC" + "x1" * 6 + " ",
+        ' AP6xyz12345"',
+        "M" + "a1" * 12 + ".b2c3d4." + "e" * 27,
     ]
     rng = random.Random(26)
     alphabet = "abcKLM019_-=:\"' .\n[]/"
@@ -232,3 +250,34 @@ def test_the_scanners_gates_skip_no_match() -> None:
         texts.append(text.upper() if rng.random() < 0.2 else text.lower() if rng.random() < 0.2 else text)
     assert sum(_scan_ungated(t) != t for t in texts) > 500  # the texts do hold secrets
     assert [redact_scanned(t) for t in texts] == [_scan_ungated(t) for t in texts]
+
+
+def test_the_token_scan_finds_whole_runs() -> None:
+    """The high-entropy rule's token scan, with no look-behind, finds exactly the whole runs of 20+ characters of
+    the base64 alphabet that a scan anchored at a run's start finds."""
+    import random
+    import re
+
+    from promcp.redact import _TOKEN
+
+    anchored = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{20,}")
+    rng = random.Random(7)
+    texts = [
+        "".join(
+            rng.choice("aZ9+/=_- .:\n\u00e9") if rng.random() < 0.2 else rng.choice("aZ09") for _ in range(n)
+        )
+        for n in (rng.randint(0, 120) for _ in range(2000))
+    ]
+    found = [[m.span() for m in _TOKEN.finditer(t)] for t in texts]
+    assert sum(map(len, found)) > 200
+    assert found == [[m.span() for m in anchored.finditer(t)] for t in texts]
+
+
+def test_every_gate_regex_belongs_to_an_installed_detector() -> None:
+    """Each pattern gate is keyed by a pattern of the installed detect-secrets: one that changed would lose its
+    gate silently (scanned on its words again: slower, never a secret missed)."""
+    from promcp.redact import _PATTERN_GATES, _get_scanner
+
+    patterns = {d.pattern.pattern for d in _get_scanner().patterns}
+    assert set(_PATTERN_GATES) <= patterns
+    assert sum(d.gate is not None for d in _get_scanner().patterns) == len(_PATTERN_GATES)
