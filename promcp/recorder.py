@@ -408,13 +408,16 @@ class Recorder:
             _global_recorder = None
         if finalize_run:
             stopped = self._writer.error
+            # the caller's join (the store applies no stage rule of its own)
+            from promcp.stages.link import link_tool_calls
+
             try:
                 if self.part is None:
-                    from promcp.store.parquet import finalize  # pyarrow: only when the run is written
+                    from promcp.store.finalization import finalize  # pyarrow: only when the run is written
 
-                    self.result_path = finalize(self.journal_path)
+                    self.result_path = finalize(self.journal_path, link=link_tool_calls)
                 else:  # merged by the last part to end (None until then)
-                    self.result_path = finalize_group(self.out, self.run_id)
+                    self.result_path = finalize_group(self.out, self.run_id, link=link_tool_calls)
             except StorageError as exc:
                 if stopped is None:
                     raise
