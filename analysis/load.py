@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promcp.analysis.engine import ParquetEvents, RunRef
+from promcp.analysis.scanned import ParquetEvents, RunRef
 from promcp.events import Event
 from promcp.store.discovery import content_files, discover, journal_blobs
 from promcp.store.parquet import ARROW_SCHEMA, CONTENT_SCHEMA, RunFile, content_table, current_content
