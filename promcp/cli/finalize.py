@@ -12,10 +12,10 @@ from pathlib import Path
 
 from promcp.cli._common import stdout
 from promcp.errors import NotATraceError
-from promcp.store.files import missing_reason
-from promcp.store.journal import is_journal, iter_journals
 from promcp.stages.link import link_tool_calls
+from promcp.store.files import missing_reason
 from promcp.store.finalization import finalize, finalize_pending
+from promcp.store.journal import is_journal, iter_journals
 from promcp.store.parts import pending_groups
 
 

@@ -98,7 +98,7 @@ __all__ = [
     "safe_headers",
 ]
 
-log = logging.getLogger("promcp.proxy")
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
