@@ -46,8 +46,8 @@ from promcp.proxy.llm import DEFAULT_UPSTREAMS, LLMProxy
 from promcp.proxy.mcp.clients import CLIENTS, Wrapped, load_config, wrap_servers
 from promcp.proxy.mcp.http import McpHttpProxy
 from promcp.recorder import Recorder
-from promcp.store.journal import is_live
 from promcp.stages.link import link_tool_calls
+from promcp.store.journal import is_live
 from promcp.store.parts import finalize_group, parts_dir
 
 #: temporary folders of `promcp record` (its MCP config, which holds the servers' environment): <prefix><pid>-…

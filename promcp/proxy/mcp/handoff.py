@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from promcp.recorder import Recorder
-from promcp.store.files import make_dirs
 from promcp.stages.link import link_tool_calls
+from promcp.store.files import make_dirs
 from promcp.store.parts import finalize_group, parts_dir
 
 __all__ = ["hand_off", "main"]
