@@ -74,6 +74,14 @@ def _show_warning(
         )
 
 
+_STYLES = {"warning": "[yellow]warning:[/] ", "error": "[bold red]error:[/] "}
+
+
+def _say_line(label: str, text: str) -> None:
+    """One line of the logging channel (promcp/cli/_logging.py) on the CLI's stderr console."""
+    stderr().print(f"{_STYLES.get(label, '')}{escape(text)}", markup=True, highlight=False, soft_wrap=True)
+
+
 def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a subcommand: promcp errors → message + exit 2; Ctrl-C/SIGTERM → exit 130 after the command cleaned up."""
     previous = signal.getsignal(signal.SIGTERM)
@@ -81,7 +89,7 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     old_show = warnings.showwarning
     warnings.showwarning = _show_warning
-    channel = promcp_logging(quiet=bool(getattr(args, "quiet", False)))
+    channel = promcp_logging(quiet=bool(getattr(args, "quiet", False)), say=_say_line)
     channel.__enter__()
     try:
         return int(func(args) or 0)

@@ -11,13 +11,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 
 __all__ = ["OneLineHandler", "one_line", "promcp_logging"]
 
 #: the logger every promcp module's logger is a child of
 ROOT = "promcp"
-_LABELS = {logging.WARNING: "[yellow]warning:[/]", logging.ERROR: "[bold red]error:[/]"}
+#: how a level is labelled at the start of its line (INFO: no label)
+LABELS = {logging.WARNING: "warning", logging.ERROR: "error", logging.CRITICAL: "error"}
+#: prints one line: (label or "", text) — the CLI passes one that prints through its console
+Say = Callable[[str, str], None]
+
+
+def _plain(label: str, text: str) -> None:
+    sys.stderr.write(f"{label}: {text}\n" if label else f"{text}\n")
 
 
 def one_line(record: logging.LogRecord) -> str:
@@ -31,29 +39,25 @@ def one_line(record: logging.LogRecord) -> str:
 
 
 class OneLineHandler(logging.Handler):
-    """Prints each record as one line on stderr (through the CLI's console, which rich loads on first use)."""
+    """Prints each record as one line on stderr through ``say`` (the CLI's console)."""
+
+    def __init__(self, level: int, say: Say = _plain) -> None:
+        super().__init__(level)
+        self.say = say
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            from promcp.cli._common import escape, stderr
-
-            label = _LABELS.get(record.levelno) or (
-                "[bold red]error:[/]" if record.levelno > logging.ERROR else ""
-            )
-            prefix = f"{label} " if label else ""
-            stderr().print(
-                f"{prefix}{escape(one_line(record))}", markup=True, highlight=False, soft_wrap=True
-            )
+            self.say(LABELS.get(record.levelno, ""), one_line(record))
         except Exception:  # a handler never raises into the code that logged
             self.handleError(record)
 
 
 @contextlib.contextmanager
-def promcp_logging(*, quiet: bool = False) -> Iterator[OneLineHandler]:
+def promcp_logging(*, quiet: bool = False, say: Say = _plain) -> Iterator[OneLineHandler]:
     """While a command runs: the ``promcp`` logger prints through one :class:`OneLineHandler` (INFO and up; WARNING
     and up with ``quiet``) and does not pass its records on to the root logger's handlers."""
     logger = logging.getLogger(ROOT)
-    handler = OneLineHandler(logging.WARNING if quiet else logging.INFO)
+    handler = OneLineHandler(logging.WARNING if quiet else logging.INFO, say)
     saved = (logger.level, logger.propagate)
     logger.addHandler(handler)
     logger.setLevel(handler.level)
