@@ -12,9 +12,10 @@ a token twice, and which tasks count, are in docs/accounting.md. docs/analysis.m
 
 from promcp.analysis.cost import cache_split, call_costs, load_prices
 from promcp.analysis.diff import Diff, diff
-from promcp.analysis.engine import IMPLICIT_TASK, OUTCOMES, ParquetEvents, complete, outcomes, select
+from promcp.analysis.engine import IMPLICIT_TASK, OUTCOMES, complete, outcomes, select
 from promcp.analysis.load import load, load_content, load_table, scan
 from promcp.analysis.report import SECTIONS, Report, report
+from promcp.analysis.scanned import ParquetEvents
 from promcp.analysis.tables import (
     INIT_PHASES,
     ORIGINS,

@@ -22,7 +22,7 @@ A task without LLM events (MCP-only instrumentation) is ``ok`` unless something 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
@@ -31,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from promcp.analysis.scanned import ParquetEvents, RunRef
 from promcp.errors import ConfigError
 from promcp.events import LEGACY_ERROR_TYPES, LLM_INPUT_STAGES, LLM_OUTPUT_STAGES, Stage, Status
 
@@ -46,38 +47,6 @@ IMPLICIT_TASK: Final = "(no task id)"
 SESSION_SOURCES: Final = ("proxy:mcp",)
 #: Task outcomes; only ``ok`` tasks enter the attribution tables unless incomplete tasks are asked for.
 OUTCOMES: Final = ("ok", "no_answer", "error", "timeout", "context_overflow", "interrupted")
-
-
-@dataclass(frozen=True)
-class RunRef:
-    """One run file of a dataset: its id, when its recording started (journal header), and its header meta."""
-
-    run_id: str
-    path: Path
-    created_ns: int | None = None
-    topology: str | None = None
-    #: a ``promcp run --dry-run`` (servers started and stopped, no task): not a run ``--latest`` or ``diff`` picks
-    dry_run: bool = False
-
-
-@dataclass(frozen=True, eq=False)
-class ParquetEvents:
-    """Events left on disk: the run files of a dataset, scanned by DuckDB column by column as a query needs them.
-
-    Made by :func:`promcp.analysis.scan`; the fastest input for the tables (nothing is loaded up front).
-    ``task_ids`` and ``dropped`` (run_id, task_id pairs left out) narrow the tasks a query sees (:func:`select`,
-    :func:`complete`).
-    """
-
-    files: tuple[Path, ...]
-    column_names: tuple[str, ...]
-    runs: tuple[RunRef, ...] = ()
-    task_ids: tuple[str, ...] | None = None
-    dropped: pa.Table | None = None
-    #: whether some non-INIT event lacks a task id (None: not known yet, normalize to be safe)
-    untasked: bool | None = None
-    #: only these runs' rows (set when a selected file is a pack holding other runs too; None: every row)
-    run_ids: tuple[str, ...] | None = None
 
 
 def _raw_sql(table: ParquetEvents) -> str:

@@ -11,17 +11,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promcp.analysis.engine import ParquetEvents, RunRef
-from promcp.store.parquet import (
-    ARROW_SCHEMA,
-    CONTENT_SCHEMA,
-    RunFile,
-    content_files,
-    content_table,
-    current_content,
-    discover,
-    journal_blobs,
-)
+from promcp.analysis.scanned import ParquetEvents, RunRef
+from promcp.events import Event
+from promcp.store.discovery import content_files, discover, journal_blobs
+from promcp.store.parquet import ARROW_SCHEMA, CONTENT_SCHEMA, RunFile, content_table, current_content
+
+
+def _link(events: Sequence[Event]) -> list[Event]:
+    """The join of a run recorded by several processes (the stage rule, :mod:`promcp.stages.link`), loaded only
+    when such a run is read: a plain report does not import the stage builders."""
+    from promcp.stages.link import link_tool_calls
+
+    return link_tool_calls(events)
 
 
 def _unify(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
@@ -67,7 +68,7 @@ def load_table(path: str | Path, columns: Sequence[str] | None = None) -> pa.Tab
     writes: journals left by a crashed run are read in place (``promcp finalize`` turns them into Parquet files).
     Unusable files are skipped with a :class:`~promcp.errors.PromcpWarning` naming them.
     """
-    return _tables(discover(Path(path)), columns)
+    return _tables(discover(Path(path), link=_link), columns)
 
 
 def scan(path: str | Path) -> ParquetEvents | pa.Table:
@@ -77,7 +78,7 @@ def scan(path: str | Path) -> ParquetEvents | pa.Table:
     When the dataset still holds journals (a crashed run, not finalized), they are read in place and everything is
     returned as one Arrow table instead (``promcp finalize DIR`` makes the dataset scannable again).
     """
-    runs = discover(Path(path))
+    runs = discover(Path(path), link=_link)
     if any(run.from_journal for run in runs):
         return _tables(runs, None)
     names: dict[str, None] = {}

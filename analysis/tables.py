@@ -34,7 +34,6 @@ from promcp.analysis.engine import (
     RUN_LEVEL,
     TASK_KEYS,
     Events,
-    ParquetEvents,
     as_arrow,
     check_by,
     complete,
@@ -42,6 +41,7 @@ from promcp.analysis.engine import (
     query,
     task_sql,
 )
+from promcp.analysis.scanned import ParquetEvents
 from promcp.events import Origin, Phase, Stage, Status
 
 #: The paper's phases (Tables 1 and 2), in display order.

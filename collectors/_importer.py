@@ -421,14 +421,15 @@ class _Batch:
         run, self.run = self.run, None
         if run is not None:
             if run.events:
-                from promcp.store.parquet import finalize
+                from promcp.stages.link import link_tool_calls
+                from promcp.store.finalization import finalize
 
                 run.close(finalize_run=False)  # the journal is fsync'd and closed
                 # the entries point at the run, its journal until finalized: a finalize the disk refuses leaves
                 # a journal the index knows (`promcp finalize` completes it; importing again does not double it)
                 self.index.append(self.entries)
                 self.entries = []
-                self.summary.datasets.append(finalize(run.journal_path))
+                self.summary.datasets.append(finalize(run.journal_path, link=link_tool_calls))
             else:
                 run.discard()  # nothing from these files (filtered, or traces only: written by _SpanImport)
         self._commit_entries()
@@ -449,7 +450,7 @@ class _Batch:
                 gone.append(Gone(old.run_id, None if left == 0 else old.sha256))
             elif old.size == -1:  # a run from before the index: one run per input file
                 run_dir = self.root / f"topology={old.topology}" / f"run_id={old.run_id}"
-                from promcp.store.parquet import existing_content
+                from promcp.store.layout import existing_content
 
                 content = existing_content(self.root, old.run_id)
                 files = [run_dir / "events.parquet", *([content] if content is not None else [])]

@@ -206,7 +206,7 @@ class OtlpRuns:
         if run is not None:
             return run
         from promcp.store.journal import JOURNAL_DIR, JOURNAL_SUFFIX
-        from promcp.store.parquet import run_file
+        from promcp.store.layout import run_file
         from promcp.store.parts import adopt_journal, parts_dir
 
         finalized = run_file(self.out, topology, run_id)

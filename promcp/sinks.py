@@ -111,11 +111,13 @@ class JournalSink:
             self.error = self._writer.error
 
     def finalize(self) -> Path | None:
-        if self.part is not None:  # merged by the last part to end (None until then)
-            return finalize_group(self.out, self._run_id)
-        from promcp.store.parquet import finalize  # pyarrow: only when the run is written
+        from promcp.stages.link import link_tool_calls  # the caller's join: the store applies no stage rule
 
-        return finalize(self.path)
+        if self.part is not None:  # merged by the last part to end (None until then)
+            return finalize_group(self.out, self._run_id, link=link_tool_calls)
+        from promcp.store.finalization import finalize  # pyarrow: only when the run is written
+
+        return finalize(self.path, link=link_tool_calls)
 
     def discard(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -68,7 +68,7 @@ def whatif_dataset(
     ``latest`` and ``tasks`` narrow the dataset as :func:`promcp.analysis.report` does (``promcp report --html
     --whatif`` passes its selection), and are recorded in the result's meta.
     """
-    from promcp.analysis import load, load_content
+    from promcp.analysis.load import load, load_content
 
     events = load(path)
     if runs or latest or tasks:

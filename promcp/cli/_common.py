@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import signal
 import sys
 import warnings
@@ -15,6 +16,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from promcp._version import __version__
+from promcp.cli._logging import promcp_logging
 from promcp.errors import ConfigError, PromcpError, PromcpWarning
 
 if (
@@ -64,14 +66,20 @@ def _show_warning(
     file: Any = None,
     line: str | None = None,
 ) -> None:
-    if issubclass(category, PromcpWarning):
-        stderr().print(
-            f"[yellow]warning:[/] {escape(str(message))}", markup=True, highlight=False, soft_wrap=True
-        )
+    if issubclass(category, PromcpWarning):  # said through the one handler (promcp/cli/_logging.py)
+        logging.getLogger("promcp.warnings").warning("%s", message)
     else:
         stderr().print(
             warnings.formatwarning(message, category, filename, lineno, line), end="", markup=False
         )
+
+
+_STYLES = {"warning": "[yellow]warning:[/] ", "error": "[bold red]error:[/] "}
+
+
+def _say_line(label: str, text: str) -> None:
+    """One line of the logging channel (promcp/cli/_logging.py) on the CLI's stderr console."""
+    stderr().print(f"{_STYLES.get(label, '')}{escape(text)}", markup=True, highlight=False, soft_wrap=True)
 
 
 def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
@@ -81,6 +89,8 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     old_show = warnings.showwarning
     warnings.showwarning = _show_warning
+    channel = promcp_logging(quiet=bool(getattr(args, "quiet", False)), say=_say_line)
+    channel.__enter__()
     try:
         return int(func(args) or 0)
     except PromcpError as exc:
@@ -125,6 +135,7 @@ def run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namesp
         )
         return EXIT_INTERNAL
     finally:
+        channel.__exit__(None, None, None)
         warnings.showwarning = old_show
         with contextlib.suppress(ValueError, TypeError):
             signal.signal(signal.SIGTERM, previous)

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from promcp.cli._common import stdout
 from promcp.errors import NotATraceError
+from promcp.stages.link import link_tool_calls
 from promcp.store.files import missing_reason
+from promcp.store.finalization import finalize, finalize_pending
 from promcp.store.journal import is_journal, iter_journals
-from promcp.store.parquet import finalize, finalize_pending
 from promcp.store.parts import pending_groups
 
 
@@ -35,14 +36,14 @@ def _run(args: argparse.Namespace) -> int:
     path: Path = args.path
     out = stdout()
     if path.is_file() and is_journal(path):
-        done = [finalize(path)]
+        done = [finalize(path, link=link_tool_calls)]
     elif path.is_dir():
         replayed = _replay_spool(path)
         if not any(iter_journals(path)) and not pending_groups(path):
             if not replayed:
                 out.print(f"{path}: no journal to finalize", highlight=False, soft_wrap=True)
             return 0
-        done = finalize_pending(path)
+        done = finalize_pending(path, link=link_tool_calls)
     else:
         reason = missing_reason(path) if not path.exists() else "not a dataset directory or a journal file"
         raise NotATraceError(reason, path=path)

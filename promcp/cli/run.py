@@ -124,7 +124,7 @@ def _run(args: argparse.Namespace) -> int:
     from promcp.analysis.views import TaskProgress
     from promcp.host import config
     from promcp.host.runner import DryBackend, prepare_workspace, run_benchmark, strategy_meta
-    from promcp.store.parquet import scratch_dir
+    from promcp.store.layout import scratch_dir
     from promcp.strategies.live import parse_strategy
 
     # a native crash in this process (the model runs in its own) still leaves its Python stack on stderr

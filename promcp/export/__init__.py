@@ -30,7 +30,8 @@ from promcp.export.runs import RunSpans
 from promcp.export.send import Sender
 from promcp.export.spans import key_values
 from promcp.export.state import ExportState
-from promcp.store.parquet import discover
+from promcp.stages.link import link_tool_calls
+from promcp.store.discovery import discover
 from promcp.wire import carried
 
 __all__ = ["ExportResult", "Progress", "export_dataset"]
@@ -83,7 +84,7 @@ def export_dataset(
     acknowledged before is in ``state``), :class:`~promcp.errors.NotATraceError` for a path without runs."""
     result = ExportResult()
     started = time.monotonic()
-    files = discover(dataset)
+    files = discover(dataset, link=link_tool_calls)
     chosen = [RunSpans(f, batch_rows=batch, carry_rows=carry_rows, prices=prices) for f in files]
     if runs:
         wanted = set(runs)

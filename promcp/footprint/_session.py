@@ -1,6 +1,6 @@
 """Start one MCP server the way ``promcp run`` does, list every page of its tools, stop it.
 
-The host's own server-session code (:class:`promcp.host.sessions.ServerPool`) does the work, so the start-up
+The host's own server-session code (:class:`promcp.host.servers.pool.ServerPool`) does the work, so the start-up
 phases are timed and built exactly as in a run (``spawn``, ``ready``, ``initialize``, ``tools_discovery`` through
 the INIT stage builders). Its events go to a throw-away recorder in a temporary folder (no content captured) and
 are read back from the recorder's journal listener; the folder, with the server's log, is removed afterwards.
@@ -132,7 +132,7 @@ async def _list(
     cfg: ServerConfig, scratch: Path, timeout_s: float, tokenizer_name: str, where: str
 ) -> Listing:
     from promcp import tokenizers
-    from promcp.host.sessions import ServerPool
+    from promcp.host.servers.pool import ServerPool
     from promcp.recorder import Recorder
     from promcp.wire.mcp import tool_text_of
 

@@ -2,7 +2,7 @@
 
 Per round it records one LLM call as an input event (S1 on round 1, S5 later; tokens by origin) and an output event
 (S2 when the model asked for a tool, S6 when it answered), then S3/S4 per tool call — measured here and in
-:mod:`promcp.host.sessions`, built by :mod:`promcp.stages`.
+:mod:`promcp.host.servers`, built by :mod:`promcp.stages`.
 Tool calls are checked like a real client does (known tool, arguments valid against the tool's input schema); an
 invalid call is recorded (S3, status error, not sent) and answered with an error message to the model. A prompt
 that does not fit the context window is a ``context_overflow`` input event (counted, never sent) and ends the task.
@@ -35,7 +35,8 @@ from promcp.host.llm.base import (
     ToolSpec,
     call_with_retries,
 )
-from promcp.host.sessions import ServerConnection, ServerPool
+from promcp.host.servers.connection import ServerConnection
+from promcp.host.servers.pool import ServerPool
 from promcp.host.strategy import RouterCache, StrategyState
 from promcp.recorder import Recorder, scope
 from promcp.stages import SYSTEM_CLOCK, Clock, Failure, LLMCall, ToolsCall

@@ -22,7 +22,7 @@ from promcp.events import Stage, Status
 from promcp.host.agent import Agent, Progress, TaskResult
 from promcp.host.config import Benchmark, TaskConfig
 from promcp.host.llm.base import LLMBackend, ToolSpec
-from promcp.host.sessions import ServerPool
+from promcp.host.servers.pool import ServerPool
 from promcp.host.workspace import prepare_workspace
 from promcp.recorder import Recorder, scope
 from promcp.stages import SYSTEM_CLOCK, Failure, Instant, failed_step_event

@@ -2,7 +2,8 @@
 
 Several processes belong to one client session — one ``promcp proxy mcp`` per MCP server the client starts, and
 (``promcp record``) an LLM-API proxy — and they write **one run**: each process appends to its own journal part
-(:mod:`promcp.store.parts`) of the same run id, and the last to end merges the parts into the run's Parquet file.
+(:mod:`promcp.store.parts`) of the same run id, and the last to end merges the parts into the run's Parquet file
+(joined by :func:`promcp.stages.link.link_tool_calls`; ``python -m promcp.proxy._group DIR RUN_ID`` is that merge).
 
 A process finds its dataset folder and run id, first match wins:
 
@@ -127,10 +128,32 @@ def finalize_later(out: Path, run_id: str) -> None:
     Code sends SIGKILL 0.5 s after closing a server — cannot cut it short, and the proxy exits at once). It does
     nothing while another part is still being written; parts it cannot merge stay for ``promcp finalize``."""
     subprocess.Popen(  # no shell; the same interpreter and promcp as this process
-        [sys.executable, "-m", "promcp.store.parts", str(Path(out).absolute()), run_id],
+        [sys.executable, "-m", "promcp.proxy._group", str(Path(out).absolute()), run_id],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         close_fds=True,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m promcp.proxy._group DIR RUN_ID``: merge one run's parts, tool calls joined (what a proxy starts
+    as it exits, :func:`finalize_later`)."""
+    from promcp.stages.link import link_tool_calls
+    from promcp.store.parts import finalize_group
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        sys.stderr.write("usage: python -m promcp.proxy._group DATASET_DIR RUN_ID\n")
+        return 2
+    try:
+        finalize_group(Path(args[0]), args[1], link=link_tool_calls)
+    except Exception as exc:  # reported, not raised: the parts stay for `promcp finalize`
+        sys.stderr.write(f"promcp: could not merge run {args[1]} in {args[0]}: {exc}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from promcp.errors import ConfigError
 from promcp.proxy._group import ENV_OUT, ENV_RUN_ID
+from promcp.proxy._toml import load_toml
 
 if TYPE_CHECKING:
     from promcp.proxy.mcp.clients import Wrapped
@@ -79,25 +80,6 @@ def codex_home(env: Mapping[str, str]) -> Path:
     if env.get("CODEX_HOME"):
         return Path(env["CODEX_HOME"]).expanduser()
     return Path(env.get("HOME") or Path.home()) / ".codex"
-
-
-def load_toml(path: Path) -> dict[str, Any]:
-    """A TOML file as a dict ({} when it is not there); ConfigError naming the file and line when unreadable."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", source=path) from None
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError("not UTF-8 text", source=path) from None
-    except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise ConfigError(
-            f"not TOML: {exc}", source=path, line=int(line.group(1)) if line else None
-        ) from None
 
 
 def toml_value(value: Any) -> str:

@@ -46,6 +46,7 @@ from promcp.proxy.llm import DEFAULT_UPSTREAMS, LLMProxy
 from promcp.proxy.mcp.clients import CLIENTS, Wrapped, load_config, wrap_servers
 from promcp.proxy.mcp.http import McpHttpProxy
 from promcp.recorder import Recorder
+from promcp.stages.link import link_tool_calls
 from promcp.store.journal import is_live
 from promcp.store.parts import finalize_group, parts_dir
 
@@ -475,5 +476,5 @@ def record(opts: RecordOptions) -> RecordResult:
                 http.__exit__(None, None, None)
     rec.close()  # merges now if the MCP proxies are done already
     live = _wait_for_parts(rec, PARTS_WAIT_S)
-    path = finalize_group(rec.out, rec.run_id) if not live else None
+    path = finalize_group(rec.out, rec.run_id, link=link_tool_calls) if not live else None
     return RecordResult(code, path, launch, proxies, live)

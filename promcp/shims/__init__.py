@@ -123,7 +123,7 @@ def instrument(
         except Exception as exc:  # spans are optional: the recorder still gets every event
             import logging
 
-            logging.getLogger("promcp.shims").warning("promcp: OpenTelemetry export disabled: %s", exc)
+            logging.getLogger(__name__).warning("promcp: OpenTelemetry export disabled: %s", exc)
         return rec
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-log = logging.getLogger("promcp.shims")
+log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _MISSING = object()
 

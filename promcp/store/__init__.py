@@ -1,6 +1,7 @@
 """The durable trace store: run journals (append, fsync) finalized into a Parquet dataset.
 
-See :mod:`promcp.store.journal` for the journal format and :mod:`promcp.store.parquet` for the dataset layout.
+See :mod:`promcp.store.journal` for the journal format and :mod:`promcp.store.parquet` for the dataset layout
+(written there; read back by :mod:`promcp.store.discovery`, journals finalized by :mod:`promcp.store.finalization`).
 The names below are loaded on first use: importing a light submodule (``promcp.store.files``, the import index)
 does not load pyarrow, which costs a command like ``promcp import`` of an unchanged folder most of its start-up.
 """
@@ -11,17 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from promcp.store.discovery import discover, read_in_place
+    from promcp.store.finalization import finalize, finalize_pending
     from promcp.store.journal import Blob, JournalContents, JournalHeader, JournalWriter, read_journal
-    from promcp.store.parquet import (
-        ARROW_SCHEMA,
-        RunFile,
-        discover,
-        events_to_table,
-        finalize,
-        finalize_pending,
-        read_in_place,
-        write_run,
-    )
+    from promcp.store.parquet import ARROW_SCHEMA, RunFile, events_to_table, write_run
 
 _HOME = {
     "Blob": "journal",
@@ -31,11 +25,11 @@ _HOME = {
     "read_journal": "journal",
     "ARROW_SCHEMA": "parquet",
     "RunFile": "parquet",
-    "discover": "parquet",
+    "discover": "discovery",
     "events_to_table": "parquet",
-    "finalize": "parquet",
-    "finalize_pending": "parquet",
-    "read_in_place": "parquet",
+    "finalize": "finalization",
+    "finalize_pending": "finalization",
+    "read_in_place": "discovery",
     "write_run": "parquet",
 }
 

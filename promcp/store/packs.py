@@ -36,17 +36,16 @@ import pyarrow.parquet as pq
 from promcp.errors import StorageError
 from promcp.store.files import storage_error
 from promcp.store.journal import JOURNAL_DIR, _fsync_dir, iter_journals
-from promcp.store.parquet import (
+from promcp.store.layout import (
     CONTENT_DIR,
     CONTENT_SUFFIX,
     EVENTS_FILE,
     META_RUN,
     META_SCHEMA_VERSION,
     META_VERSION,
-    _atomic_write,
-    current_content,
     existing_content,
 )
+from promcp.store.parquet import _atomic_write, current_content
 
 PACK_PREFIX: Final = "pack-"
 #: Pack metadata: ``{"runs": [{"run": <the run's promcp.run header>, "rows": n, "schema_version": v,

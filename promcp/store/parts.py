@@ -13,8 +13,8 @@ folder itself (so a part is never merged between its creation and its writer's l
 :func:`finalize_group` merges the parts when none is still being written (the last process to end does it, and
 ``promcp finalize`` does it for parts left by killed processes): the events of every part — and those of the run's
 Parquet file when an earlier merge already wrote one — are ordered by start time (ties keep each process's own
-order), an LLM proxy's tool calls are joined to the MCP proxies' ``tools/call`` events
-(:func:`promcp.stages.link.link_tool_calls`, idempotent), the events are numbered again (``seq``), and written as
+order), the caller's ``link`` joins them (an LLM proxy's tool calls to the MCP proxies' ``tools/call`` events:
+:func:`promcp.stages.link.link_tool_calls`, idempotent; the store applies no stage rule itself), the events are numbered again (``seq``), and written as
 the run's one Parquet file through :func:`write_run`; merged parts are removed only after that file is in place. A part created while a merge runs is left for the next merge.
 
 Readers never write: a run whose parts are all finished but not yet merged is read in place as one run
@@ -38,7 +38,6 @@ import msgspec
 
 from promcp.errors import PromcpWarning, RunInProgressError, TraceError
 from promcp.events import Event
-from promcp.stages.link import link_tool_calls
 from promcp.store.files import make_dirs
 from promcp.store.journal import (
     JOURNAL_DIR,
@@ -50,6 +49,8 @@ from promcp.store.journal import (
     is_live,
     read_journal,
 )
+from promcp.store.layout import META_RUN, dataset_root_of_journal, existing_content, run_file
+from promcp.store.merged import Link, merged_already
 
 if TYPE_CHECKING:  # the Parquet side (pyarrow) is imported when a merge or a read needs it: a recording proxy
     # appends to its journal part without it (docs/proxy.md "start-up")
@@ -100,8 +101,6 @@ def adopt_journal(journal: Path) -> Path | None:
     merged with the run's Parquet file and the parts written since instead of being overwritten or removed; the
     new path, or None when a live process still writes it (nothing is moved). A restarted ``promcp collect`` and
     ``promcp finalize`` of a journal whose run already has a Parquet file use it."""
-    from promcp.store.parquet import dataset_root_of_journal  # parquet does not import this module
-
     root = dataset_root_of_journal(journal)
     with group_lock(root):
         if not journal.exists() or is_live(journal):
@@ -112,26 +111,6 @@ def adopt_journal(journal: Path) -> Path | None:
         _fsync_dir(dest.parent)
         _fsync_dir(journal.parent)
     return dest
-
-
-def merged_already(run: dict[str, Any], header: JournalHeader, name: str | None = None) -> bool:
-    """Whether a run file's metadata ``run`` says the journal with ``header`` is already inside it: the run was
-    finalized from that journal, or merged it as a part (named ``name`` when given). A merge or finalize that died
-    between writing the run file and removing the journal leaves such a file; anything else must be merged."""
-    if (
-        name is None
-        and run.get("created_ns") == header.created_ns
-        and not (run.get("meta") or {}).get("parts")
-    ):
-        return True
-    for part in (run.get("meta") or {}).get("parts") or []:
-        if (
-            isinstance(part, dict)
-            and part.get("created_ns") == header.created_ns
-            and (name is None or part.get("part") == name)
-        ):
-            return True
-    return False
 
 
 def _parts(folder: Path) -> list[Path]:
@@ -160,8 +139,6 @@ def _drop_merged(root: Path, contents: list[JournalContents], *, remove: bool) -
         return contents
     import pyarrow.parquet as pq
 
-    from promcp.store.parquet import META_RUN, run_file
-
     header = contents[0].header
     path = run_file(root, header.topology, header.run_id)
     if not path.exists():
@@ -180,8 +157,6 @@ def _drop_merged(root: Path, contents: list[JournalContents], *, remove: bool) -
 def _existing(root: Path, topology: str, run_id: str) -> tuple[list[Event], dict[str, Any], list[Blob]]:
     """The events, run metadata and content of an earlier merge of this run (empty when there is none)."""
     import pyarrow.parquet as pq
-
-    from promcp.store.parquet import META_RUN, existing_content, run_file
 
     path = run_file(root, topology, run_id)
     if not path.exists():
@@ -244,7 +219,7 @@ def _read_parts(parts: list[Path]) -> list[JournalContents]:
 
 
 def _merged(
-    root: Path, run_id: str, contents: list[JournalContents]
+    root: Path, run_id: str, contents: list[JournalContents], link: Link
 ) -> tuple[JournalHeader, list[Event], list[Blob], int]:
     """The run the parts (and an earlier merge's Parquet file) make together: header, events joined and numbered
     again, content, journal lines. Writes nothing."""
@@ -255,19 +230,18 @@ def _merged(
         ranked.extend((_start(e), rank, e.seq, e) for e in c.events)
         blobs.extend(c.blobs.values())
     ranked.sort(key=lambda item: item[:3])
-    # an LLM proxy's tool calls joined to the MCP proxies' tools/call events (promcp/stages/link.py)
-    linked = link_tool_calls([e for *_, e in ranked])
+    linked = link([e for *_, e in ranked])  # the caller's join (promcp/stages/link.py)
     events = [e.replace(seq=i) for i, e in enumerate(linked)]
     unique = {b.blob: b for b in blobs}
     lines = sum(c.lines for c in contents) + int(earlier_run.get("journal_lines") or 0)
     return _merge_header(contents, earlier_run), events, list(unique.values()), lines
 
 
-def read_group_in_place(root: Path, run_id: str) -> RunFile | None:
+def read_group_in_place(root: Path, run_id: str, *, link: Link) -> RunFile | None:
     """Run ``run_id``'s parts (not yet merged, none still written) as one :class:`RunFile` held in memory, as
     :func:`finalize_group` would write it; nothing is written. ``None`` when no part is readable; raises
     :class:`RunInProgressError` while a part is still being written."""
-    from promcp.store.parquet import META_RUN, RunFile, run_table
+    from promcp.store.parquet import RunFile, run_table
 
     root = Path(root)
     parts = _parts(parts_dir(root, run_id))
@@ -276,13 +250,13 @@ def read_group_in_place(root: Path, run_id: str) -> RunFile | None:
     contents = _drop_merged(root, _read_parts(parts), remove=False)
     if not contents:
         return None
-    header, events, _blobs, lines = _merged(root, run_id, contents)
+    header, events, _blobs, lines = _merged(root, run_id, contents, link)
     table = run_table(header, events, journal_lines=lines)
     run = json.loads(table.schema.metadata[META_RUN])
     return RunFile(path=parts_dir(root, run_id), schema_version=header.schema_version, run=run, table=table)
 
 
-def finalize_group(root: Path, run_id: str) -> Path | None:
+def finalize_group(root: Path, run_id: str, *, link: Link) -> Path | None:
     """Merge run ``run_id``'s parts into its Parquet file; ``None`` while a part is still being written (its
     process merges when it ends) or when there is nothing to merge and no run file."""
     from promcp.store.parquet import write_run
@@ -297,7 +271,7 @@ def finalize_group(root: Path, run_id: str) -> Path | None:
         if not contents:
             done = list(root.glob(f"topology=*/run_id={run_id}/events.parquet"))
             return done[0] if done else None
-        header, events, blobs, lines = _merged(root, run_id, contents)
+        header, events, blobs, lines = _merged(root, run_id, contents, link)
         dest = write_run(root, header, events, blobs, journal_lines=lines)
         for c in contents:
             c.path.unlink()
@@ -317,31 +291,11 @@ def pending_groups(root: Path) -> list[str]:
     )
 
 
-def finalize_groups(root: Path) -> list[Path]:
+def finalize_groups(root: Path, *, link: Link) -> list[Path]:
     """Merge every run whose parts are all finished (``promcp finalize``, readers); live runs are left alone."""
     done: list[Path] = []
     for run_id in pending_groups(root):
-        dest = finalize_group(root, run_id)
+        dest = finalize_group(root, run_id, link=link)
         if dest is not None:
             done.append(dest)
     return done
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m promcp.store.parts DIR RUN_ID``: merge one run's parts (what a proxy starts as it exits)."""
-    import sys
-
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        sys.stderr.write("usage: python -m promcp.store.parts DATASET_DIR RUN_ID\n")
-        return 2
-    try:
-        finalize_group(Path(args[0]), args[1])
-    except Exception as exc:  # reported, not raised: the parts stay for `promcp finalize`
-        sys.stderr.write(f"promcp: could not merge run {args[1]} in {args[0]}: {exc}\n")
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from promcp.errors import StorageError
 from promcp.store.files import storage_error
 from promcp.store.journal import JournalHeader, is_live, iter_journals
-from promcp.store.parquet import EVENTS_FILE, META_RUN, existing_content
+from promcp.store.layout import EVENTS_FILE, META_RUN, existing_content
 
 _header = msgspec.json.Decoder(JournalHeader)
 
@@ -109,8 +109,9 @@ def drop_conversations(root: Path, topology: str, run_id: str, conversations: se
     header, ``events`` updated). A run left without rows is removed. Used when a changed source file is imported
     again into another run.
     """
+    from promcp.store.layout import run_file
     from promcp.store.packs import drop_rows
-    from promcp.store.parquet import _atomic_write, run_file
+    from promcp.store.parquet import _atomic_write
 
     packed = drop_rows(
         root,

@@ -15,7 +15,7 @@ import pytest
 from promcp import analysis, tokenizers
 from promcp.host import _stdio
 from promcp.host.config import Command, Policy, ServerConfig
-from promcp.host.sessions import ServerPool
+from promcp.host.servers.pool import ServerPool
 from promcp.recorder import Recorder
 
 REPO = Path(__file__).resolve().parents[2]

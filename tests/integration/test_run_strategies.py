@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import promcp.analysis as pa
-from promcp.store.parquet import META_RUN
+from promcp.store.layout import META_RUN
 from tests.stubs.llm_http import Reply, Request, StubServer, openai_text, openai_tool_call
 
 BENCH = """

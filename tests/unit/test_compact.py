@@ -222,12 +222,13 @@ def test_import_after_compact_stays_incremental_and_replaces_grown_sessions(tmp_
 
 def test_export_reads_a_packed_run_alone(base: Path, tmp_path: Path) -> None:
     from promcp.export.runs import RunSpans
-    from promcp.store.parquet import discover
+    from promcp.stages.link import link_tool_calls
+    from promcp.store.discovery import discover
 
     root = _copy(base, tmp_path)
-    counts = {str(r.run.get("run_id")): RunSpans(r).count() for r in discover(root)}
+    counts = {str(r.run.get("run_id")): RunSpans(r).count() for r in discover(root, link=link_tool_calls)}
     compact(root)
-    found = discover(root)
+    found = discover(root, link=link_tool_calls)
     assert all(r.packed for r in found)
     assert {str(r.run.get("run_id")): RunSpans(r).count() for r in found} == counts
 

@@ -169,6 +169,10 @@ SKIP: dict[str, str] = {
     "promcp report traces/strat-all --run 7947be --run bece5e --run 774770 --task fs-read --task git-status "
     "--section strategies --format markdown": "needs the LLM runs above (test_run_strategies: the same section on "
     "a scripted run)",
+    "promcp run --topology l-cust benchmark.yaml --strategy topk:3:bm25 --out traces/strat-all": "LLM run of 16 "
+    "tasks (13 min on the shared machine; its table is in docs/whatif.md)",
+    "promcp diff 7947be 1b258f --dataset traces/strat-all --table strategies --format markdown": "needs the LLM "
+    "runs above (test_run_strategies: the same table on a scripted run)",
 }
 
 

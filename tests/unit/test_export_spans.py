@@ -22,7 +22,8 @@ from promcp.export.runs import RunSpans
 from promcp.export.send import otlp_json, traces_url
 from promcp.export.spans import NO_TASK, Cost, event_span, root_span_id, span_id, trace_id
 from promcp.export.state import ExportState, default_state_path, destination_key
-from promcp.store.parquet import discover
+from promcp.stages.link import link_tool_calls
+from promcp.store.discovery import discover
 from tests.conftest import write_dataset
 from tests.stubs.ports import free_port
 
@@ -147,7 +148,7 @@ def test_a_run_without_times_gets_placeholder_spans_and_task_roots(tmp_path: Pat
     from tests import synth
 
     ds = write_dataset(tmp_path / "ds", synth.events(3, topologies=(Topology.C_CUST,)))
-    (run,) = [RunSpans(f, batch_rows=7) for f in discover(ds)]
+    (run,) = [RunSpans(f, batch_rows=7) for f in discover(ds, link=link_tool_calls)]
     tasks, first = run.tasks()
     assert first is None and {t.task for t in tasks} == {NO_TASK, "t000000", "t000001", "t000002"}
     batches = list(run.spans())

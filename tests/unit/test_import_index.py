@@ -202,7 +202,8 @@ def test_a_finalize_the_disk_refuses_is_completed_later_without_doubling(
     import errno
 
     from promcp.errors import StorageError
-    from promcp.store.parquet import finalize_pending
+    from promcp.stages.link import link_tool_calls
+    from promcp.store.finalization import finalize_pending
 
     def full(*_a: object, **_k: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -214,7 +215,7 @@ def test_a_finalize_the_disk_refuses_is_completed_later_without_doubling(
         with pytest.raises(StorageError, match="nothing was lost"):
             import_path(path, out)
     assert import_path(path, out).unchanged == 1, "the journal holds it: not imported twice"
-    finalize_pending(out)
+    finalize_pending(out, link=link_tool_calls)
     fresh = tmp_path / "fresh"
     import_path(path, fresh)
     assert _rows(out) == _rows(fresh)

@@ -16,18 +16,67 @@ FOLDERS = {
 }
 
 
-def _graph() -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = defaultdict(set)
-    for package, folder in FOLDERS.items():
+def _modules(folders: dict[str, Path]) -> dict[str, Path]:
+    """Every module's dotted name (as installed: ``collectors/x.py`` is ``promcp.collectors.x``) → its file."""
+    found: dict[str, Path] = {}
+    for package, folder in folders.items():
         for path in folder.rglob("*.py"):
             parts = path.relative_to(folder).with_suffix("").parts
-            name = ".".join((package, *parts)).removesuffix(".__init__")
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("promcp"):
-                    graph[name].add(node.module)
-                    graph[name].update(f"{node.module}.{a.name}" for a in node.names)
-                elif isinstance(node, ast.Import):
-                    graph[name].update(a.name for a in node.names if a.name.startswith("promcp"))
+            found[".".join((package, *parts)).removesuffix(".__init__")] = path
+    return found
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """Ids of the nodes inside ``if TYPE_CHECKING:`` blocks: imports for the type checker, never executed."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skip
+
+
+def _graph(folders: dict[str, Path] | None = None, *, runtime: bool = False) -> dict[str, set[str]]:
+    """Module → the modules it imports, read from the source: top-level and function-level imports alike
+    (``runtime``: leaving out ``if TYPE_CHECKING:`` imports, which never run).
+
+    An edge goes to the module the statement executes: ``import a.b`` and ``from a.b import f`` → ``a.b``;
+    ``from a import b`` → ``a.b`` when ``b`` is a module, else ``a`` (its ``__init__``, which must have run to
+    the line defining ``b``); relative imports are resolved against the importing module's package. The parent
+    packages Python initialises first are not edges: a package's ``__init__`` has always started before any of
+    its members runs, so ``pkg.m`` importing ``pkg.n`` is no cycle with ``pkg``'s ``__init__`` — unless ``pkg.n``
+    (or ``m``) imports a name the ``__init__`` defines, which is the ``from a import b`` edge above."""
+    modules = _modules(FOLDERS if folders is None else folders)
+
+    def known(name: str) -> str | None:  # the nearest module a dotted name lies in
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _type_checking_only(tree) if runtime else set()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        graph[name]  # every module is a node, importing something or not
+        for node in ast.walk(tree):
+            targets: list[str | None] = []
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [known(a.name) for a in node.names if a.name.startswith("promcp")]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    source = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    source = node.module or ""
+                if not source.startswith("promcp"):
+                    continue
+                targets = [
+                    f"{source}.{a.name}" if f"{source}.{a.name}" in modules else known(source)
+                    for a in node.names
+                ]
+            graph[name].update(t for t in targets if t is not None and t != name)
     return graph
 
 
@@ -153,23 +202,13 @@ def test_no_import_cycle_among_the_commands() -> None:
 
 
 def test_no_source_imports_the_cli() -> None:
-    """Sources measure and hand facts on; printing and options belong to the commands (``promcp.cli``)."""
+    """Sources measure and hand facts on; printing and options belong to the commands (``promcp.cli``): no module
+    outside the CLI imports it (the program's entry point ``promcp.__main__`` aside)."""
     graph = _graph()
-    sources = (
-        "promcp.proxy",
-        "promcp.collectors",
-        "promcp.host",
-        "promcp.shims",
-        "promcp.collect",
-        "promcp.recorder",
-        "promcp.store",
-        "promcp.stages",
-        "promcp.wire",
-    )
     reaching_up = sorted(
         (src, dst)
         for src, dsts in graph.items()
-        if _under(src, *sources)
+        if not _under(src, "promcp.cli", "promcp.__main__")
         for dst in dsts
         if _under(dst, "promcp.cli")
     )
@@ -177,17 +216,87 @@ def test_no_source_imports_the_cli() -> None:
     assert any(_under(d, "promcp.cli") for d in graph["promcp.cli.proxy"])  # the graph holds cli edges
 
 
+def test_the_graph_reads_relative_function_level_and_submodule_imports(tmp_path: Path) -> None:
+    """The graph the rules below check is the one Python executes: a lazy import inside a function, a relative
+    import and ``from package import module`` each give the edge they run, an ``if TYPE_CHECKING:`` import only
+    when asked for (the layering rules count it, the cycle check does not)."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .a import f\n")
+    (pkg / "a.py").write_text("def f():\n    from . import b\n    return b\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from promcp.a import f\n"
+    )
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "c.py").write_text(
+        "from .. import a\nfrom ..b import x\nimport promcp.sub\nfrom promcp import f\n"
+    )
+    graph = _graph({"promcp": pkg})
+    assert graph["promcp"] == {"promcp.a"}
+    assert graph["promcp.a"] == {"promcp.b"}
+    assert graph["promcp.b"] == {"promcp.a"}
+    assert graph["promcp.sub.c"] == {"promcp.a", "promcp.b", "promcp.sub", "promcp"}
+    runtime = _graph({"promcp": pkg}, runtime=True)
+    assert runtime["promcp.b"] == set()
+    assert _cycle(graph, set(graph)) == ["promcp", "promcp.a", "promcp.b", "promcp.a"]
+    assert _cycle(runtime, set(runtime)) is None
+
+
+def test_no_import_cycle_anywhere() -> None:
+    """No module imports one that (directly or not) imports it back — function-level imports included, so a
+    lazy import cannot hide a cycle: every module can be imported first, alone, in a fresh interpreter."""
+    graph = _graph(runtime=True)
+    assert len(graph) > 150 and "promcp.store.parts" in graph["promcp.sinks"]  # the whole tree is read
+    cycle = _cycle(graph, set(graph))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_store_applies_no_stage_rule() -> None:
+    """The store keeps events; what a stage is (and the S2→S3 join of a run's parts) is decided in promcp/stages,
+    and the caller that merges parts passes that join in (``link=``)."""
+    graph = _graph()
+    store_to_stages = sorted(
+        (src, dst)
+        for src, dsts in graph.items()
+        if _under(src, "promcp.store")
+        for dst in dsts
+        if _under(dst, "promcp.stages")
+    )
+    assert store_to_stages == []
+    assert "promcp.stages.link" in graph["promcp.proxy.record"]  # a caller passes the join
+
+
 def _stage_events_built(path: Path) -> list[int]:
-    """Lines where ``path`` constructs an :class:`~promcp.events.Event` (``Event(stage=…)``)."""
+    """Lines where ``path`` constructs a :class:`promcp.events.Event` — a call of whatever name the module bound
+    to it (``from promcp.events import Event [as E]``, ``from promcp import events`` → ``events.Event``, ``import
+    promcp.events`` → ``promcp.events.Event``) — or changes an event's stage or phase (``.replace(stage=…)``).
+    (``threading.Event()`` and other ``Event`` classes are not it; decoding a stored event with
+    ``msgspec.convert(row, Event)`` builds nothing new and is not a call of ``Event``.)"""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()  # local names of the class
+    modules: set[str] = set()  # local names of the promcp.events module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "promcp.events":
+            names.update(a.asname or a.name for a in node.names if a.name == "Event")
+        elif isinstance(node, ast.ImportFrom) and node.module == "promcp":
+            modules.update(a.asname or a.name for a in node.names if a.name == "events")
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names if a.name == "promcp.events")
     lines = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        name = (
-            func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        builds = isinstance(func, ast.Name) and func.id in names
+        builds |= (
+            isinstance(func, ast.Attribute) and func.attr == "Event" and ast.unparse(func.value) in modules
         )
-        if name == "Event" and any(k.arg == "stage" for k in node.keywords):
+        builds |= (
+            isinstance(func, ast.Attribute)
+            and func.attr == "replace"
+            and any(k.arg in ("stage", "phase") for k in node.keywords)
+        )
+        if builds:
             lines.append(node.lineno)
     return lines
 
@@ -199,7 +308,59 @@ def test_stage_events_are_built_only_in_stages() -> None:
         str(path.relative_to(REPO)): lines
         for folder in FOLDERS.values()
         for path in folder.rglob("*.py")
-        if stages not in path.parents and (lines := _stage_events_built(path))
+        if stages not in path.parents
+        and path != REPO / "promcp" / "events.py"
+        and (lines := _stage_events_built(path))
     }
     assert built == {}
     assert _stage_events_built(stages / "llm.py")  # the check really finds constructions
+
+
+def test_the_check_finds_a_stage_event_built_outside_stages(tmp_path: Path) -> None:
+    source = tmp_path / "source.py"
+    source.write_text(
+        "import threading\nfrom promcp import events as ev\nfrom promcp.events import Event as E, Stage\n"
+        "threading.Event()\n"  # line 4: another Event class
+        "E(stage=Stage.S3)\n"  # line 5
+        "ev.Event(**{})\n"  # line 6: no stage keyword, still a construction
+        "old.replace(stage=Stage.S4)\n"  # line 7
+        "old.replace(seq=3)\n"  # line 8: numbering is not deciding a stage
+    )
+    assert _stage_events_built(source) == [5, 6, 7]
+
+
+#: Modules a fresh interpreter imports for ``promcp proxy mcp`` up to its entry point (the command's parser and
+#: ``promcp.proxy.mcp.stdio``): 113 measured on 2026-11-27 (``python -X importtime``, Python 3.11, this test's
+#: code), budget with room for a few small modules. A client waits for this on every server it starts.
+MCP_PROXY_ENTRY_MODULES = 150
+#: What that entry point must not load: the recording path's heavy libraries (Parquet, dataframes, tokenizers).
+HEAVY = ("pyarrow", "pandas", "numpy", "duckdb", "tiktoken", "rich")
+
+
+def test_the_mcp_proxy_entry_point_stays_within_its_import_budget() -> None:
+    """``python -X importtime`` of the ``promcp proxy mcp`` entry point in a fresh interpreter: how many modules
+    it imports (one ``import time:`` line each) and none of the heavy ones. Counted, not timed: a module count
+    does not depend on the machine's load."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from promcp.cli import build_parser\n"
+        "build_parser(('proxy',)).parse_args(['proxy', 'mcp', '--run-id', 't', '--', 'cat'])\n"
+        "import promcp.proxy.mcp.stdio\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    got = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert got.returncode == 0, got.stderr[-2000:]
+    imported = [
+        line.rsplit("|", 1)[1].strip() for line in got.stderr.splitlines() if line.startswith("import time:")
+    ][1:]  # the first line is the header
+    assert "promcp.proxy.mcp.stdio" in imported
+    heavy = sorted({m for m in imported if m.split(".")[0] in HEAVY})
+    assert heavy == [], f"the MCP proxy's entry point imports {heavy}"
+    assert len(imported) <= MCP_PROXY_ENTRY_MODULES, (
+        f"the MCP proxy's entry point imports {len(imported)} modules (budget {MCP_PROXY_ENTRY_MODULES})"
+    )

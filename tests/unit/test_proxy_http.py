@@ -340,5 +340,5 @@ def test_slow_and_surplus_clients_are_closed_with_one_line_each(caplog: pytest.L
         got = httpx.post(proxy.url + "/v1/messages", json={"a": 1})
         assert got.status_code == 200
         assert proxy.stats.errors["client_timeout"] == 3 and proxy.stats.errors["too_many_connections"] == 1
-    lines = [r.getMessage() for r in caplog.records if r.name == "promcp.proxy"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "promcp.proxy._http"]
     assert len(lines) == 4 and all(r.exc_info is None for r in caplog.records), lines

@@ -19,6 +19,7 @@ from promcp.proxy.mcp.frames import LineFrames
 from promcp.proxy.mcp.observer import CLIENT, SERVER, Deferred, McpObserver, Seen
 from promcp.recorder import Recorder
 from promcp.stages import FakeClock
+from promcp.stages.link import link_tool_calls
 from promcp.store.parts import finalize_group, parts_dir
 
 
@@ -280,7 +281,7 @@ def test_parts_merge_in_time_order_and_again_later(tmp_path: Path) -> None:
     late.close()
     ev = pd.read_parquet(path)
     assert ev["server"].tolist() == ["a", "c", "b", "a"] and ev["seq"].tolist() == [0, 1, 2, 3]
-    assert finalize_group(tmp_path, "g") == path  # nothing left: the run file
+    assert finalize_group(tmp_path, "g", link=link_tool_calls) == path  # nothing left: the run file
 
 
 def test_run_target_precedence(tmp_path: Path) -> None:

@@ -31,7 +31,10 @@ from promcp.events import Origin, Transport
 from promcp.host.agent import Agent, TaskResult
 from promcp.host.config import Policy, ServerConfig, TaskConfig
 from promcp.host.llm.base import Message, Sampling, ToolCall, ToolSpec, get_backend
-from promcp.host.sessions import ServerConnection, _TimedReadStream, _TimedWriteStream, _WireLog
+from promcp.host.servers.connection import ServerConnection
+from promcp.host.servers.wire_log import TimedReadStream as _TimedReadStream
+from promcp.host.servers.wire_log import TimedWriteStream as _TimedWriteStream
+from promcp.host.servers.wire_log import WireLog as _WireLog
 from promcp.recorder import Recorder, scope
 from promcp.shims import _config, _join, wrap_chat
 from promcp.stages import FakeClock

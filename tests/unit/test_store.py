@@ -19,6 +19,7 @@ import promcp.analysis as pa_
 from promcp.errors import NotATraceError, PromcpWarning, SchemaVersionError
 from promcp.events import SCHEMA_VERSION, Event, Stage
 from promcp.recorder import Recorder
+from promcp.stages.link import link_tool_calls
 from promcp.store import discover, read_journal
 from promcp.store.journal import JOURNAL_DIR
 
@@ -87,7 +88,7 @@ def test_future_schema_version_is_refused_by_name(tmp_path: Path) -> None:
     meta[b"promcp.schema_version"] = b"99"
     pq.write_table(table.replace_schema_metadata(meta), future_dir / "events.parquet")
     with pytest.raises(SchemaVersionError, match=r"run_id=future.*99"):
-        discover(future_dir / "events.parquet")
+        discover(future_dir / "events.parquet", link=link_tool_calls)
     with pytest.warns(PromcpWarning, match="run_id=future"):
         df = pa_.load(tmp_path)
     assert len(df) == 1, "the valid run is kept"
@@ -285,7 +286,7 @@ def _run_with(out: Path, run_id: str, tasks: list[str], *, finalize_run: bool) -
 def test_finalize_merges_a_journal_whose_run_file_holds_other_events(tmp_path: Path) -> None:
     """A killed process's journal, and a Parquet file a later process wrote for the same run id: ``promcp
     finalize`` merges the two (it used to delete the journal as "already finalized")."""
-    from promcp.store.parquet import finalize_pending
+    from promcp.store.finalization import finalize_pending
 
     _run_with(tmp_path, "r", ["killed-1", "killed-2"], finalize_run=False)  # left by the killed process
     elsewhere = tmp_path / "later"
@@ -294,26 +295,26 @@ def test_finalize_merges_a_journal_whose_run_file_holds_other_events(tmp_path: P
     dest = tmp_path / written.relative_to(elsewhere)
     dest.parent.mkdir(parents=True)
     written.rename(dest)  # the later process's run file, same run id
-    finalize_pending(tmp_path)
+    finalize_pending(tmp_path, link=link_tool_calls)
     df = pa_.load(tmp_path)
     assert sorted(df["task_id"]) == ["killed-1", "killed-2", "later-1"]
     assert not list((tmp_path / JOURNAL_DIR).rglob("*.jsonl"))
-    finalize_pending(tmp_path)  # idempotent
+    finalize_pending(tmp_path, link=link_tool_calls)  # idempotent
     assert len(pa_.load(tmp_path)) == 3
 
 
 def test_finalize_still_removes_a_journal_already_in_its_run_file(tmp_path: Path) -> None:
-    from promcp.store.parquet import finalize_pending
+    from promcp.store.finalization import finalize_pending
 
     rec = Recorder(tmp_path, run_id="r", topology="c-cust", source="x")
     rec.emit(Event(stage=Stage.S1, task_id="t"))
     rec.close(finalize_run=False)
     copy = rec.journal_path.read_bytes()
-    from promcp.store.parquet import finalize
+    from promcp.store.finalization import finalize
 
-    finalize(rec.journal_path)
+    finalize(rec.journal_path, link=link_tool_calls)
     rec.journal_path.write_bytes(copy)  # a finalize that died after writing the run file
-    finalize_pending(tmp_path)
+    finalize_pending(tmp_path, link=link_tool_calls)
     assert len(pa_.load(tmp_path)) == 1 and not rec.journal_path.exists()
 
 

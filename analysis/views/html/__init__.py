@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from promcp.analysis.engine import ParquetEvents
+from promcp.analysis.scanned import ParquetEvents
 from promcp.analysis.views.html._data import (
     SUMMARY_SECTIONS,
     TASK_SECTIONS,

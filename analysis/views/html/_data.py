@@ -22,8 +22,9 @@ import pandas as pd
 import pyarrow as pa
 
 from promcp import __version__
-from promcp.analysis.engine import TASK_EVENT_SQL, Events, ParquetEvents, as_arrow, outcomes, select
+from promcp.analysis.engine import TASK_EVENT_SQL, Events, as_arrow, outcomes, select
 from promcp.analysis.report import DEFAULT_SECTIONS, Report, report
+from promcp.analysis.scanned import ParquetEvents
 from promcp.analysis.tables import PHASES, WALL_MS_SQL
 from promcp.analysis.views.base import MISSING, Document
 from promcp.analysis.views.html._frames import jsonable, query

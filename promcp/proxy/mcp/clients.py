@@ -325,7 +325,7 @@ def strip_jsonc(text: str) -> str:
 def load_config(path: Path, client: str) -> dict[str, Any]:
     """A client's config file as a dict (ConfigError naming the file, line and column when it is not JSON)."""
     if CLIENTS[client].toml:
-        from promcp.proxy.codex import load_toml
+        from promcp.proxy._toml import load_toml
 
         if not path.is_file():
             raise ConfigError("no such file (give the config file's path as FILE)", source=path)

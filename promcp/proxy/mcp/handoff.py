@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from promcp.recorder import Recorder
+from promcp.stages.link import link_tool_calls
 from promcp.store.files import make_dirs
 from promcp.store.parts import finalize_group, parts_dir
 
@@ -88,7 +89,7 @@ def finish(path: Path) -> Path | None:
     path.unlink()
     for problem in failed:
         sys.stderr.write(f"promcp: hand-off {path.name}: an event could not be built ({problem})\n")
-    return finalize_group(out, payload["run_id"])
+    return finalize_group(out, payload["run_id"], link=link_tool_calls)
 
 
 def main(argv: list[str] | None = None) -> int:
