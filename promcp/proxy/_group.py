@@ -30,8 +30,9 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
 __all__ = [
     "DEFAULT_OUT",
@@ -53,8 +54,8 @@ _LAUNCHERS: Final = frozenset(
 _RUN_ID_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-# not a dataclass: ``dataclasses`` imports ``inspect``, ms before an MCP server's spawn
-class RunTarget(NamedTuple):
+@dataclass(frozen=True)
+class RunTarget:
     """Where a proxy records: dataset folder, run id, and which rule chose the run id."""
 
     out: Path

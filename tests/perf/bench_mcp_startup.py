@@ -7,9 +7,7 @@ Each round starts the server twice, bare and wrapped (``promcp proxy mcp --out T
 hits both halves of a pair alike. Measured per start: from ``Popen`` to the ``initialize`` answer read on the
 client's end of stdout; then ``notifications/initialized`` and ``tools/list`` are sent, their answer read, stdin
 closed and the process waited for (the wrapped run's journal part is written, as in real use). Reported: the
-median and 90th percentile of each, the median and 90th percentile of the per-round differences (wrapped − bare),
-the ratio of the medians, the same added median for the ``tools/list`` answer, the load average over the rounds, and the CPU time of the session (``wait4``: the
-process and the children it waited for; for a wrapped arm the proxy's own, its median minus the bare server's).
+median and 90th percentile of each, the median of the per-pair differences, and the ratio of the medians.
 
 Servers: the npm ``@modelcontextprotocol/server-everything`` (node, the server of the Codex end-to-end test) and
 a minimal Python MCP server (``tests/fault_servers/faulty.py``), whose fast start makes the proxy's own start-up
@@ -83,10 +81,8 @@ def _read_answer(proc: subprocess.Popen[bytes], rid: int) -> None:
             return
 
 
-def one_start(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
-    """Milliseconds from Popen to the ``initialize`` answer and to the ``tools/list`` answer (sent right after
-    it, as Codex does), and the CPU milliseconds the process and the children it waited for (the wrapped server)
-    used in the whole session."""
+def one_start(command: list[str], env: dict[str, str] | None = None) -> float:
+    """Milliseconds from Popen to the ``initialize`` answer."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
@@ -100,22 +96,13 @@ def one_start(command: list[str], env: dict[str, str] | None = None) -> tuple[fl
     proc.stdin.write(_line({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}))
     proc.stdin.flush()
     _read_answer(proc, 2)
-    listed = (time.perf_counter() - start) * 1000
     proc.stdin.close()
-    return took, listed, _reap(proc)
-
-
-def _reap(proc: subprocess.Popen[bytes]) -> float:
-    """Wait for ``proc`` (killed after 15 s); its CPU time and its waited-for children's, in ms (``wait4``)."""
-    deadline = time.monotonic() + 15
-    while True:
-        pid, _status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            proc.returncode = 0  # reaped here: Popen must not wait again
-            return (usage.ru_utime + usage.ru_stime) * 1000
-        if time.monotonic() > deadline:
-            proc.kill()
-        time.sleep(0.005)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    return took
 
 
 def bench(name: str, rounds: int, out: Path, before: Path | None = None) -> dict[str, object]:
@@ -145,37 +132,21 @@ def bench(name: str, rounds: int, out: Path, before: Path | None = None) -> dict
         one_start(command, env)
     names = list(arms)
     times: dict[str, list[float]] = {kind: [] for kind in names}
-    cpu: dict[str, list[float]] = {kind: [] for kind in names}
     diffs: dict[str, list[float]] = {kind: [] for kind in names if kind != "bare"}
-    list_diffs: dict[str, list[float]] = {kind: [] for kind in diffs}
-    loads = [os.getloadavg()[0]]
     for i in range(rounds):
         order = names[i % len(names) :] + names[: i % len(names)]  # each arm goes first in turn
         got = {kind: one_start(*arms[kind]) for kind in order}
-        for kind, (ms, _listed, cpu_ms) in got.items():
+        for kind, ms in got.items():
             times[kind].append(ms)
-            cpu[kind].append(cpu_ms)
         for kind in diffs:
-            diffs[kind].append(got[kind][0] - got["bare"][0])
-            list_diffs[kind].append(got[kind][1] - got["bare"][1])
-        loads.append(os.getloadavg()[0])
+            diffs[kind].append(got[kind] - got["bare"])
     b = statistics.median(times["bare"])
-    row: dict[str, object] = {
-        "server": name,
-        "bare_median": b,
-        "bare_p90": _p90(times["bare"]),
-        "bare_cpu": statistics.median(cpu["bare"]),
-        "load": (min(loads), max(loads)),
-    }
+    row: dict[str, object] = {"server": name, "bare_median": b, "bare_p90": _p90(times["bare"])}
     for kind in diffs:
         row[f"{kind}_median"] = statistics.median(times[kind])
         row[f"{kind}_p90"] = _p90(times[kind])
         row[f"{kind}_added"] = statistics.median(diffs[kind])
-        row[f"{kind}_added_p90"] = _p90(diffs[kind])
-        row[f"{kind}_list_added"] = statistics.median(list_diffs[kind])
         row[f"{kind}_ratio"] = statistics.median(times[kind]) / b
-        # the wrapped process's CPU includes its server's (it waits for it): the proxy's own is the difference
-        row[f"{kind}_cpu"] = statistics.median(cpu[kind]) - statistics.median(cpu["bare"])
     return row
 
 
@@ -199,29 +170,17 @@ def main() -> None:
         for name in names:
             rows.append(bench(name, args.rounds, Path(tmp), args.before))
     arms = ["wrapped", "before"] if args.before is not None else ["wrapped"]
-    print(f"initialize answered, ms from spawn ({args.rounds} interleaved rounds, {os.cpu_count()} cores;")
-    print("added: wrapped - bare of the same round, median and p90 of the rounds; cpu: the session's CPU ms,")
-    print(
-        "for a wrapped arm the proxy's own (its median minus the bare server's); list: the added median of the"
-    )
-    print(f"tools/list answer sent right after; 'before': {args.before})")
-    head = (
-        f"{'server':<14}{'load':>10} {'arm':<9}{'median':>9}{'p90':>9}{'added':>9}{'add p90':>9}"
-        f"{'ratio':>7}{'cpu':>8}{'list':>9}"
-    )
+    print(f"initialize answered, ms from spawn ({args.rounds} interleaved rounds, {os.cpu_count()} cores,")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end; 'before': PYTHONPATH={args.before})")
+    head = f"{'server':<14}{'arm':<9}{'median':>9}{'p90':>9}{'added (median of pairs)':>25}{'ratio':>8}"
     print(head)
     for r in rows:
-        low, high = r["load"]  # type: ignore[misc]
-        print(
-            f"{r['server']:<14}{f'{low:.1f}-{high:.1f}':>10} {'bare':<9}{r['bare_median']:>9.1f}"
-            f"{r['bare_p90']:>9.1f}{'':>25}{r['bare_cpu']:>8.0f}"
-        )
+        print(f"{r['server']:<14}{'bare':<9}{r['bare_median']:>9.1f}{r['bare_p90']:>9.1f}")
         for kind in arms:
             if f"{kind}_median" in r:
                 print(
-                    f"{'':<25}{kind:<9}{r[f'{kind}_median']:>9.1f}{r[f'{kind}_p90']:>9.1f}"
-                    f"{r[f'{kind}_added']:>+9.1f}{r[f'{kind}_added_p90']:>+9.1f}{r[f'{kind}_ratio']:>7.2f}"
-                    f"{r[f'{kind}_cpu']:>+8.0f}{r[f'{kind}_list_added']:>+9.1f}"
+                    f"{'':<14}{kind:<9}{r[f'{kind}_median']:>9.1f}{r[f'{kind}_p90']:>9.1f}"
+                    f"{r[f'{kind}_added']:>+25.1f}{r[f'{kind}_ratio']:>8.2f}"
                 )
 
 

@@ -10,7 +10,8 @@ runs it before the rest of promcp is loaded.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["DEFAULT_MAX_FRAME", "Frame", "LineFrames", "json_decoder"]
 
@@ -20,7 +21,8 @@ DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 EDGE = 512
 
 
-class Frame(NamedTuple):  # not a dataclass: ``dataclasses`` imports ``inspect``, ms before the server's spawn
+@dataclass(frozen=True, slots=True)
+class Frame:
     """One line: its bytes (``None`` when longer than the limit), its size with the newline, and the monotonic
     instants (ns) its first byte arrived, its last byte arrived and its last byte was forwarded. An oversize
     frame keeps its first and last :data:`EDGE` bytes (``edges``), where a JSON-RPC id is found."""

@@ -8,19 +8,19 @@ environment and working directory and stands in the middle of its stdin and stdo
   chunk cut into newline-delimited JSON-RPC frames (:class:`~.frames.LineFrames`) and handed to the
   :class:`~.observer.McpObserver`; a recording error is reported on stderr once and never touches the traffic.
   The server's stderr is the proxy's own (inherited, not copied).
-* **start-up**: the server is spawned first, after only the command line and this module are imported (no
-  dataclasses, no recorder), and the relay threads start at once; a loader thread imports the recorder while
-  the server boots (~0.15 s of CPU), so that a session the client ends at once is still recorded, and hands it
-  the frames the taps held meanwhile, with the instants their bytes passed. The tokenizer (~0.3 s of CPU, of
-  which tiktoken's ``Encoding`` constructor holds the GIL ~0.3 s: no relay thread runs meanwhile) loads only
-  once the server's first message (the ``initialize`` answer) has been relayed, or after
-  :data:`_TOKENIZER_AFTER_S` without one: loaded beside the boot it held that answer until it was done
-  (tests/perf/bench_mcp_startup.py, docs/proxy.md). While it holds the GIL nothing is relayed, so nothing the
-  client got is waiting to be counted but what came before. Deferring the recorder as well (until the answer,
-  at a lower priority) lost a whole Codex session on a loaded machine: Codex had ended it before the recorder
-  existed. When the client closes its end, or a SIGTERM / SIGINT comes,
-  what is not counted yet is handed to a detached helper at once — or as soon as the recorder is loaded, if
-  the end came first: clients kill their servers shortly after (Claude Code: SIGINT, SIGTERM, SIGKILL within
+* **start-up**: the server is spawned first, before the recorder is even imported, and the relay threads start
+  at once: the server boots while the proxy loads its recorder (~0.1 s idle), so a wrapped server answers
+  ``initialize`` about as soon as it would bare (tests/perf/bench_mcp_startup.py, docs/proxy.md). Frames read
+  meanwhile wait in their tap (bounded) with their timestamps and are recorded when it is ready. Neither the CLI
+  path nor the recorder imports rich, pyarrow or pandas (its journal part needs none of them). The tokenizer
+  (~0.5 s of CPU) loads on a thread as soon as the recorder is ready, while the server boots, so that a session's
+  counting is done before the client ends it. Loading it only after the handshake
+  (``_Recording.prepare(warm_after=…)``) started a loaded machine's server sooner (+0.72 s vs +1.16 s over the bare
+  server, interleaved, tests/perf/bench_mcp_startup.py), but in a Codex end-to-end run under load the tokenizer
+  was still loading when Codex ended the session, and ``tools/list``'s count, left to the 0.1 s hand-off window,
+  was lost: an event lost is worse than a slower start. When the client closes its end, or a SIGTERM / SIGINT
+  comes, what is not counted yet is handed to a detached helper at once — or as soon as the recorder is loaded,
+  if the end came first: clients kill their servers shortly after (Claude Code: SIGINT, SIGTERM, SIGKILL within
   0.5 s; Codex SIGKILL 0.1 s after SIGTERM).
 * **end**: the client closing stdin closes the server's stdin; a client that stops reading gets the server a
   broken pipe, as it would without the proxy. When the server exits, the proxy drains its stdout, records what
@@ -57,8 +57,10 @@ _DRAIN_S = 2.0
 _PR_SET_PDEATHSIG = 1
 #: how long the proxy counts tokens itself when the session ends before handing the rest to a helper
 _FLUSH_S = 0.15
-#: the tokenizer loads once the server's first message was relayed, or after this long without one
-_TOKENIZER_AFTER_S = 5.0
+#: the tokenizer loads once the server has sent this many messages (the answers to initialize and to the first
+#: request after it, tools/list as a rule), or after _HANDSHAKE_WAIT_S
+_HANDSHAKE_FRAMES = 2
+_HANDSHAKE_WAIT_S = 3.0
 
 
 def _say(text: str) -> None:
@@ -117,7 +119,7 @@ class _Tap:
         self.first_read_ns: int | None = None
         self.dropped = 0
         self.frames_seen = 0
-        self.seen_enough: list[tuple[int, threading.Event]] = []  # (n, an event set once n frames passed)
+        self.seen_enough: tuple[int, threading.Event] | None = None  # (n, event set once n frames passed)
 
     def feed(self, chunk: bytes, read_ns: int, forwarded_ns: int) -> None:
         if self.first_read_ns is None:
@@ -131,9 +133,8 @@ class _Tap:
 
     def _hand(self, frame: Frame) -> None:
         self.frames_seen += 1
-        for n, event in self.seen_enough:
-            if self.frames_seen >= n:
-                event.set()
+        if self.seen_enough is not None and self.frames_seen >= self.seen_enough[0]:
+            self.seen_enough[1].set()
         deliver = self._deliver
         if deliver is None:
             with self._lock:
@@ -234,7 +235,7 @@ def _exit_like(returncode: int) -> int:
 
 def run_stdio(opts: StdioOptions) -> int:
     """Relay and record one stdio server session; returns the exit status the proxy should exit with."""
-    answered = threading.Event()  # the server's first message was relayed (or the session is ending)
+    handshake = threading.Event()  # the server answered initialize and the request after it
     # the server first, the recorder while it boots: its start-up overlaps ours (tests/perf/bench_mcp_startup.py)
     spawn_start = time.perf_counter_ns()
     try:
@@ -259,7 +260,6 @@ def run_stdio(opts: StdioOptions) -> int:
 
     def close_server_stdin() -> None:  # the client closed its end: so does the proxy, to the server
         client_closed.set()
-        answered.set()
         with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
         with handed:
@@ -278,7 +278,7 @@ def run_stdio(opts: StdioOptions) -> int:
         with contextlib.suppress(OSError):
             child.stdout.close()  # type: ignore[union-attr]
 
-    to_client.seen_enough = [(1, answered)]
+    to_client.seen_enough = (_HANDSHAKE_FRAMES, handshake)
     up.on_eof = close_server_stdin
     up.on_broken = stop_reading_client
     down.on_broken = stop_reading_server
@@ -286,8 +286,6 @@ def run_stdio(opts: StdioOptions) -> int:
 
     def forward(signum: int, _frame: Any) -> None:
         forwarded.append(signum)
-        if signum in (signal.SIGINT, signal.SIGTERM):
-            answered.set()
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signum)
         if ready and signum in (signal.SIGINT, signal.SIGTERM):  # a kill may follow
@@ -298,29 +296,24 @@ def run_stdio(opts: StdioOptions) -> int:
             signal.signal(getattr(signal, name), forward)
     up.start()  # bytes flow from here on; their frames wait in the taps for the recorder
     down.start()
-    # the recorder loads while the server boots (so that a session the client ends at once is recorded); the
-    # tokenizer only once the server's first message (the initialize answer) has been relayed: its ~0.3 s of CPU
-    # and tiktoken's GIL-holding constructor would otherwise delay that answer
-    loader = threading.Thread(
-        target=_load_recording,
-        args=(opts, answered, (spawn_start, spawn_end, child.pid), (to_server, to_client), ready, handed),
-        kwargs={"client_closed": client_closed, "forwarded": forwarded},
-        name="promcp-proxy-loader",
-        daemon=True,
-    )
-    loader.start()
+    session = _Recording.prepare(opts)
+    if session is not None:
+        session.spawned(spawn_start, spawn_end, child.pid)
+        session.attach(to_server, to_client)
+        with handed:
+            ready.append(session)
+            if client_closed.is_set() or any(s in (signal.SIGINT, signal.SIGTERM) for s in forwarded):
+                session.hand_off(signalled=bool(forwarded))  # the end came while the recorder loaded
+    ticker = session.start_ticker() if session is not None else None
     returncode = child.wait()
     exit_ns = time.perf_counter_ns()
-    answered.set()
     drain_until = time.monotonic() + _DRAIN_S
     while not down.eof.wait(0.05):  # the last answers may still be read; a grandchild may hold the pipe open
         if time.monotonic() > drain_until and not down.busy:
             break
-    loader.join()  # the recorder is loaded (or could not be): every frame read is now with it
-    session = ready[0] if ready else None
+    if ticker is not None:
+        ticker.set()
     if session is not None:
-        if session.ticker is not None:
-            session.ticker.set()
         session.finish(
             returncode,
             exit_ns,
@@ -332,38 +325,12 @@ def run_stdio(opts: StdioOptions) -> int:
     return returncode
 
 
-def _load_recording(
-    opts: StdioOptions,
-    answered: threading.Event,
-    spawn: tuple[int, int, int],
-    taps: tuple[_Tap, _Tap],
-    ready: list[_Recording],
-    handed: threading.Lock,
-    *,
-    client_closed: threading.Event,
-    forwarded: list[int],
-) -> None:
-    """The loader thread: loads the recorder and hands it the frames the taps held meanwhile (with the instants
-    stamped when their bytes passed); the tokenizer loads once ``answered`` is set."""
-    session = _Recording.prepare(opts, warm_after=answered)
-    if session is None:
-        return
-    session.spawned(*spawn)
-    session.attach(*taps)
-    with handed:
-        ready.append(session)
-        if client_closed.is_set() or any(s in (signal.SIGINT, signal.SIGTERM) for s in forwarded):
-            session.hand_off(signalled=bool(forwarded))  # the end came while the recorder loaded
-    session.ticker = session.start_ticker()
-
-
 class _Recording:
     """The recording half, loaded after the server was spawned (imports the recorder, the stage builders and
     the observer: ~0.1 s idle, that neither the server nor the relay threads wait for)."""
 
     def __init__(self, opts: StdioOptions, observer: Any, recorder: Any, clock: Any) -> None:
         self.opts, self.observer, self.recorder, self.clock = opts, observer, recorder, clock
-        self.ticker: threading.Event | None = None
 
     @classmethod
     def prepare(cls, opts: StdioOptions, warm_after: threading.Event | None = None) -> _Recording | None:
@@ -412,7 +379,7 @@ class _Recording:
     @staticmethod
     def _warm(observer: Any, after: threading.Event | None = None) -> None:
         if after is not None:
-            after.wait(_TOKENIZER_AFTER_S)
+            after.wait(_HANDSHAKE_WAIT_S)
         try:
             observer.tokenizer()
         except Exception as exc:
