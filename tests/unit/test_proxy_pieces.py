@@ -317,3 +317,21 @@ def test_parts_left_by_killed_processes_are_read_in_place_and_finalized_on_reque
         "b",
         "c",
     ]
+
+
+def test_held_frames_of_both_directions_replay_in_arrival_order() -> None:
+    """Frames held while the recorder loads (stdio proxy) reach the observer in the order their bytes arrived,
+    across the two directions: a ``tools/list`` answer replayed before its request was recorded as a bare protocol
+    message, not the INIT tools_discovery (seen with the real Codex CLI)."""
+    from promcp.proxy.mcp.stdio import _Tap, attach_taps
+
+    client, server = _Tap("client", 1 << 20), _Tap("server", 1 << 20)
+    client.feed(b'{"id":1,"method":"initialize"}\n', 10, 11)
+    server.feed(b'{"id":1,"result":{}}\n', 30, 31)
+    client.feed(b'{"id":2,"method":"tools/list"}\n', 50, 51)
+    server.feed(b'{"id":2,"result":{"tools":[]}}\n', 70, 71)
+    seen: list[tuple[str, int]] = []
+    attach_taps([server, client], lambda origin, frame: seen.append((origin, frame.last_ns)))
+    assert seen == [("client", 10), ("server", 30), ("client", 50), ("server", 70)]
+    client.feed(b'{"id":3,"method":"tools/call"}\n', 90, 91)  # live once attached
+    assert seen[-1] == ("client", 90) and not client._held and not server._held

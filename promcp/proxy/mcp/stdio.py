@@ -148,12 +148,23 @@ class _Tap:
                     return
         deliver(self.origin, frame)
 
-    def attach(self, deliver: Callable[[str, Frame], None]) -> None:
-        with self._lock:
-            held, self._held = self._held, []
-            for frame in held:
-                deliver(self.origin, frame)
-            self._deliver = deliver
+
+
+def attach_taps(taps: Sequence[_Tap], deliver: Callable[[str, Frame], None]) -> None:
+    """Hand every tap's held frames to ``deliver`` in the order their bytes arrived, then deliver live. The taps
+    are attached together: one tap's held frames replayed after the other's would give the observer a
+    ``tools/list`` answer before its request (it held both while the recorder loaded)."""
+    with contextlib.ExitStack() as locks:
+        for tap in taps:
+            locks.enter_context(tap._lock)
+        held = [(frame.last_ns, i, tap.origin, frame) for tap in taps for i, frame in enumerate(tap._held)]
+        for tap in taps:
+            tap._held, tap._held_bytes = [], 0
+        # a request's last byte arrives before its answer's first: the read instants order the two directions
+        for _last, _i, origin, frame in sorted(held, key=lambda item: (item[0], item[1])):
+            deliver(origin, frame)
+        for tap in taps:
+            tap._deliver = deliver
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -449,8 +460,7 @@ class _Recording:
                 return
             observer.message(origin, message, seen)
 
-        for tap in taps:
-            tap.attach(deliver)
+        attach_taps(taps, deliver)
 
     def start_ticker(self) -> threading.Event | None:
         """Close requests that passed ``--timeout`` while nothing else happens (a hung server)."""
