@@ -44,19 +44,21 @@ from promcp.proxy.codex import CodexSetup, codex_setup, is_codex, mcp_overrides
 from promcp.proxy.gemini_cli import gemini_settings, is_gemini
 from promcp.proxy.llm import DEFAULT_UPSTREAMS, LLMProxy
 from promcp.proxy.mcp.clients import CLIENTS, Wrapped, load_config, wrap_servers
+from promcp.proxy.mcp.env_refs import EnvRefs
 from promcp.proxy.mcp.http import McpHttpProxy
 from promcp.recorder import Recorder
 from promcp.stages.link import link_tool_calls
 from promcp.store.journal import is_live
 from promcp.store.parts import finalize_group, parts_dir
 
-#: temporary folders of `promcp record` (its MCP config, which holds the servers' environment): <prefix><pid>-…
+#: temporary folders of `promcp record` (its MCP config: references to the servers' environment, not values):
+#: <prefix><pid>-…
 TEMP_PREFIX = "promcp-record-"
 
 
 def _sweep_temp() -> None:
     """Remove the temporary folders of `promcp record` processes that no longer run (killed: SIGKILL skips the
-    cleanup), so no server credential outlives its record for longer than the next run."""
+    cleanup). They hold no credential (promcp/proxy/mcp/env_refs.py); this keeps /tmp tidy."""
     import shutil
 
     for folder in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"):
@@ -225,9 +227,11 @@ def plan_launch(
         servers.update(_servers_of(config, cwd))
     if not strict:
         servers = {**claude_code_servers(env, cwd), **servers}
-    servers = _wrap(launch, servers, "claude-code", opts, start_http)
-    # owner-only: the servers' environment (tokens) is in it; the folder is removed when record ends, and a
-    # folder a killed record left is removed by the next one (_sweep_temp)
+    refs = EnvRefs("claude-code")  # the file holds references, the client's environment the values
+    servers = refs.servers(_wrap(launch, servers, "claude-code", opts, start_http))
+    launch.env.update(refs.values)
+    # owner-only all the same; the folder is removed when record ends, and a folder a killed record left is
+    # removed by the next one (_sweep_temp)
     fd = os.open(config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(json.dumps({"mcpServers": servers}, indent=2))
@@ -283,7 +287,9 @@ def _plan_gemini(
 ) -> ClientLaunch:
     """The Gemini CLI: its servers wrapped in the settings of a private home (promcp/proxy/gemini_cli.py)."""
     settings = gemini_settings(launch.env, cwd)
-    servers = _wrap(launch, settings.servers, "gemini", opts, start_http)
+    refs = EnvRefs("gemini")  # the settings file holds references, the client's environment the values
+    servers = refs.servers(_wrap(launch, settings.servers, "gemini", opts, start_http))
+    launch.env.update(refs.values)
     launch.unwrapped += [
         f"{name} (defined in {path}, which comes after the user's settings: not edited)"
         for name, path in settings.fixed.items()

@@ -1,7 +1,8 @@
 """``promcp proxy mcp -- COMMAND ARGS…``: a transparent stdio relay between an MCP client and the server it starts.
 
 The client starts the proxy where it would start the server; the proxy starts the server with the same
-environment and working directory and stands in the middle of its stdin and stdout:
+environment (less the ``PROMCP_MCP_ENV_*`` values ``promcp record`` passes: promcp/proxy/mcp/env_refs.py) and
+working directory and stands in the middle of its stdin and stdout:
 
 * **bytes**: each direction is one thread that reads whatever arrived (``os.read``, up to 64 KiB) and writes it on
   at once, whole — nothing waits for a frame boundary, nothing is changed, reordered or dropped. Only then is the
@@ -46,6 +47,7 @@ from typing import Any
 
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
 from promcp.defaults import DEFAULT_TOKENIZER
+from promcp.proxy.mcp.env_refs import without_refs
 from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME, Frame, LineFrames, json_decoder
 
 __all__ = ["FORWARDED_SIGNALS", "StdioOptions", "run_stdio"]
@@ -227,6 +229,7 @@ def _spawn(command: list[str]) -> subprocess.Popen[bytes]:
         stderr=None,
         bufsize=0,
         close_fds=True,
+        env=without_refs(os.environ),  # not the other servers' secrets (promcp/proxy/mcp/env_refs.py)
         process_group=0,
         preexec_fn=_die_with_parent,  # before any thread of ours exists
     )
