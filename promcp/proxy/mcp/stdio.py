@@ -151,7 +151,6 @@ class _Tap:
         deliver(self.origin, frame)
 
 
-
 def attach_taps(taps: Sequence[_Tap], deliver: Callable[[str, Frame], None]) -> None:
     """Hand every tap's held frames to ``deliver`` in the order their bytes arrived, then deliver live. The taps
     are attached together: one tap's held frames replayed after the other's would give the observer a
