@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import promcp.analysis as pa
+from promcp.collectors import events_of
 from tests.stubs.llm_http import StubServer
 from tests.stubs.scripted_llm import Delegating, Scripted
 
@@ -178,6 +179,13 @@ def test_claude_code_end_to_end(tmp_path: Path, tool_search: bool, claude: Path)
     for path in out.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+    # `promcp import` of the session file this Claude Code release wrote: the same provider usage per call
+    sessions = list((tmp_path / "home" / ".claude" / "projects").rglob("*.jsonl"))
+    assert len(sessions) == 1, sessions
+    imported = [e for e in events_of(sessions[0]) if e.stage.value in ("S1", "S5")]
+    assert [e.tokens_in for e in imported] == calls.tokens_in.tolist()
+    assert [e.cache_read_tokens for e in imported] == calls.cache_read_tokens.tolist()
 
 
 def test_claude_code_parallel_subagents_are_tasks_of_their_own(tmp_path: Path) -> None:
