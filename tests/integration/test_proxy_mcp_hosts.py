@@ -20,19 +20,9 @@ from tests.integration.test_proxy_mcp_http import (
     outcome,
     wait_port,
 )
+from tests.stubs.mcp_messages import INIT
 
 pytestmark = pytest.mark.servers
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 
 
 def post(url: str, **headers: str) -> httpx.Response:

@@ -22,22 +22,13 @@ import pytest
 from promcp.analysis import load
 from tests.conftest import REPO
 from tests.integration.test_proxy_mcp_http import ACCEPT, everything, free_port, wait_port
+from tests.stubs.mcp_messages import INIT
 
 pytestmark = pytest.mark.servers
 
 PROMCP = [sys.executable, "-m", "promcp.cli"]
 EVERYTHING = REPO / "node_modules" / ".bin" / "mcp-server-everything"
 LONG = "trigger-long-running-operation"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 

@@ -17,6 +17,7 @@ from promcp.events import Phase, Status
 from promcp.proxy._http import Outcome, ProxyRequest, ProxyResponse
 from promcp.proxy.mcp.http import McpHttpProxy
 from promcp.proxy.mcp.http_exchanges import HttpSessions
+from promcp.proxy.mcp.session_registry import SessionRegistry
 from promcp.proxy.mcp.sse_endpoint import EndpointRewriter, session_query
 from promcp.stages import Failure, FakeClock, initialize_event
 from promcp.tokenizers import get as get_tokenizer
@@ -72,7 +73,7 @@ class Driver:
         self.clock = FakeClock(step_ms=1)
         tok = get_tokenizer("o200k_base")
         self.said: list[str] = []
-        self.sessions = HttpSessions(
+        registry = SessionRegistry(
             out=out,
             name="srv",
             run_id=run_id,
@@ -80,10 +81,10 @@ class Driver:
             content="full",
             max_content_bytes=None,
             timeout_s=None,
-            max_message=1 << 20,
             meta={},
             say=self.said.append,
         )
+        self.sessions = HttpSessions(registry, max_message=1 << 20)
 
     def exchange(
         self,

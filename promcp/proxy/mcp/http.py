@@ -42,7 +42,7 @@ from promcp.proxy._http import ProxyRequest, ReverseProxy
 from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME
 from promcp.proxy.mcp.http_exchanges import HttpSessions
 from promcp.proxy.mcp.http_hooks import HttpExchange
-from promcp.proxy.mcp.session_registry import SOURCE
+from promcp.proxy.mcp.session_registry import SOURCE, SessionRegistry
 from promcp.redact import public_url
 from promcp.stages import SYSTEM_CLOCK, Clock
 from promcp.tokenizers import CachedTokenizer
@@ -102,7 +102,7 @@ class McpHttpProxy:
         self._tokenizer_name = tokenizer
         self._tokenizer: CachedTokenizer | None = None
         self._tokenizer_lock = threading.Lock()
-        self.sessions = HttpSessions(
+        registry = SessionRegistry(
             out=Path(out),
             name=self.name,
             run_id=run_id,
@@ -110,7 +110,6 @@ class McpHttpProxy:
             content=content,
             max_content_bytes=max_content_bytes,
             timeout_s=timeout_s,
-            max_message=max_message,
             meta={
                 "server": self.name,
                 "transport": "http",
@@ -120,6 +119,7 @@ class McpHttpProxy:
             },
             say=_say,
         )
+        self.sessions = HttpSessions(registry, max_message=max_message)
         self._closed = False
         # the tokenizer takes ~0.5 s to load: not at the first tools/list
         threading.Thread(target=self._warm, name="promcp-proxy-tokenizer", daemon=True).start()

@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from promcp.bounded_worker import BoundedWorker
@@ -49,7 +48,6 @@ from promcp.proxy.mcp.observer import CLIENT, SERVER, Seen, error_failure
 from promcp.proxy.mcp.session_registry import Session, SessionRegistry, digest
 from promcp.proxy.mcp.sse_endpoint import SESSION_HEADER, event_end, is_event_stream, session_query
 from promcp.stages import Failure, Instant
-from promcp.tokenizers import CachedTokenizer
 from promcp.wire import error_message, http_error_type
 from promcp.wire.framing import SSEDecoder
 
@@ -94,31 +92,10 @@ class ExchangeState:
 class HttpSessions:
     """The worker: exchanges in, each session's messages out to its observer (see the module's docstring)."""
 
-    def __init__(
-        self,
-        *,
-        out: Path,
-        name: str,
-        run_id: str | None,
-        tokenizer: Callable[[], CachedTokenizer],
-        content: str,
-        max_content_bytes: int | None,
-        timeout_s: float | None,
-        max_message: int,
-        meta: Mapping[str, Any],
-        say: Callable[[str], None],
-    ) -> None:
-        self.registry = SessionRegistry(
-            out=out,
-            name=name,
-            run_id=run_id,
-            tokenizer=tokenizer,
-            content=content,
-            max_content_bytes=max_content_bytes,
-            timeout_s=timeout_s,
-            meta=meta,
-            say=say,
-        )
+    def __init__(self, registry: SessionRegistry, *, max_message: int) -> None:
+        """``registry``: the sessions, their runs and recorders (and the proxy's ``say`` and ``timeout_s``)."""
+        self.registry = registry
+        timeout_s, say = registry.timeout_s, registry.say
         self.max_message = max_message
         self.say = say
         self.errors = 0
