@@ -24,12 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import duckdb
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from promcp.analysis.scanned import ParquetEvents, RunRef
 from promcp.errors import ConfigError
@@ -59,7 +57,10 @@ def _raw_sql(table: ParquetEvents) -> str:
     return sql
 
 
-Events: TypeAlias = pd.DataFrame | pa.Table | ParquetEvents | str | Path
+if TYPE_CHECKING:  # pandas is imported where a frame is made (``promcp report --section phases`` never does)
+    import pandas as pd
+
+Events: TypeAlias = "pd.DataFrame | pa.Table | ParquetEvents | str | Path"
 
 _LLM = tuple(s.value for s in (*sorted(LLM_INPUT_STAGES), *sorted(LLM_OUTPUT_STAGES)))
 LLM_SQL: Final = "(" + ", ".join(f"'{s}'" for s in _LLM) + ")"
@@ -93,8 +94,12 @@ def check_by(table: pa.Table | ParquetEvents, by: Sequence[str]) -> list[str]:
     return list(by)
 
 
-def _literal(value: str) -> str:
+def literal(value: str) -> str:
+    """``value`` as an SQL string literal."""
     return "'" + value.replace("'", "''") + "'"
+
+
+_literal = literal
 
 
 _SESSION_STAGES = (INIT, Stage.MCP.value)
@@ -133,6 +138,8 @@ def _untasked(table: pa.Table | ParquetEvents) -> bool:
     names = table.column_names
     if "task_id" not in names or "stage" not in names:
         return False
+    import pyarrow.compute as pc
+
     stage = pc.cast(table.column("stage"), pa.string())
     missing = pc.and_(
         pc.is_null(table.column("task_id")),
@@ -173,8 +180,8 @@ def _view_sql(table: pa.Table | ParquetEvents) -> str:
     return f"CREATE VIEW ev AS {body}"
 
 
-def query(sql: str, table: pa.Table | ParquetEvents) -> pd.DataFrame:
-    """Run ``sql`` (over the view ``ev``) and return a pandas frame."""
+def connect(table: pa.Table | ParquetEvents) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection whose view ``ev`` holds ``table``'s normalized, selected events (the caller closes it)."""
     con = duckdb.connect()
     try:
         if isinstance(table, ParquetEvents):
@@ -184,6 +191,16 @@ def query(sql: str, table: pa.Table | ParquetEvents) -> pd.DataFrame:
         else:
             con.register("raw_ev", table)
         con.execute(_view_sql(table))
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def query(sql: str, table: pa.Table | ParquetEvents) -> pd.DataFrame:
+    """Run ``sql`` (over the view ``ev``) and return a pandas frame."""
+    con = connect(table)
+    try:
         return con.execute(sql).df()
     finally:
         con.close()
@@ -320,6 +337,8 @@ def runs_of(events: Events, *, dry: bool = True) -> list[RunRef]:
             "FROM ev GROUP BY run_id",
             table,
         )
+        import pandas as pd
+
         refs = [
             RunRef(str(r.run_id), Path(), None if pd.isna(r.created_ns) else int(r.created_ns), r.topology)
             for r in frame.itertuples()

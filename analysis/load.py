@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -15,6 +15,9 @@ from promcp.analysis.scanned import ParquetEvents, RunRef
 from promcp.events import Event
 from promcp.store.discovery import content_files, discover, journal_blobs
 from promcp.store.parquet import ARROW_SCHEMA, CONTENT_SCHEMA, RunFile, content_table, current_content
+
+if TYPE_CHECKING:  # imported when a frame is made: scanning a dataset needs no pandas
+    import pandas as pd
 
 
 def _link(events: Sequence[Event]) -> list[Event]:
@@ -117,24 +120,31 @@ def attrs_of(value: Any) -> dict[str, Any]:
     return {}
 
 
-#: Arrow integer type → pandas nullable integer dtype (a missing token count stays missing, the column stays int).
-_NULLABLE_INTS: dict[pa.DataType, pd.api.extensions.ExtensionDtype] = {
-    pa.int8(): pd.Int8Dtype(),
-    pa.int16(): pd.Int16Dtype(),
-    pa.int32(): pd.Int32Dtype(),
-    pa.int64(): pd.Int64Dtype(),
-    pa.uint8(): pd.UInt8Dtype(),
-    pa.uint16(): pd.UInt16Dtype(),
-    pa.uint32(): pd.UInt32Dtype(),
-    pa.uint64(): pd.UInt64Dtype(),
-}
+@cache
+def _nullable_ints() -> dict[pa.DataType, pd.api.extensions.ExtensionDtype]:
+    """Arrow integer type → pandas nullable integer dtype (a missing token count stays missing, the column stays
+    int)."""
+    import pandas as pd
+
+    return {
+        pa.int8(): pd.Int8Dtype(),
+        pa.int16(): pd.Int16Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+        pa.uint8(): pd.UInt8Dtype(),
+        pa.uint16(): pd.UInt16Dtype(),
+        pa.uint32(): pd.UInt32Dtype(),
+        pa.uint64(): pd.UInt64Dtype(),
+    }
 
 
 def _types_mapper(typ: pa.DataType) -> pd.api.extensions.ExtensionDtype | None:
     # nested columns (parts) stay Arrow-backed: no Python object per row
     if pa.types.is_list(typ) or pa.types.is_struct(typ):
+        import pandas as pd
+
         return pd.ArrowDtype(typ)
-    return _NULLABLE_INTS.get(typ)
+    return _nullable_ints().get(typ)
 
 
 def to_frame(table: pa.Table) -> pd.DataFrame:

@@ -35,9 +35,16 @@ from promcp.analysis.engine import (
     select,
 )
 from promcp.analysis.load import attrs_of, load_content
+from promcp.analysis.report_notes import (
+    MODEL_CRASHED,
+    NAMED_IN_NOTE,
+    TaskFacts,
+    task_notes,
+    timing_notes,
+    unclosed_runs_note,
+)
+from promcp.analysis.sections import DEFAULT_SECTIONS, SECTIONS
 from promcp.analysis.tables import (
-    FACT_COLUMNS,
-    PHASES,
     input_origins,
     latency_segments,
     per_task,
@@ -45,31 +52,11 @@ from promcp.analysis.tables import (
     resend_cost,
     session_init,
 )
+from promcp.analysis.task_sql import FACT_COLUMNS, PHASES
 from promcp.analysis.tasks import errors, overflows
 from promcp.analysis.tokenizer_compare import compare_tokenizers
 from promcp.errors import ConfigError
 
-#: Report sections in display order, with their titles.
-SECTIONS: Final[dict[str, str]] = {
-    "phases": "Phase attribution (tokens and latency per task: mean ± std, share of total)",
-    "segments": "Latency segments (tool-plan S1–S2, tool-execution S3–S4, answer-synthesis S5–S6)",
-    "init": "Session initialization per server and transport",
-    "origins": "LLM input tokens by origin",
-    "resend": "Cumulative re-send cost (top entries)",
-    "tasks": "Tasks: outcome, rounds, tokens and time of every task",
-    "errors": "Errors: every event that did not end ok, with its reason",
-    "overflows": "Context overflows: LLM calls that did not fit the context window (not sent)",
-    "tokenizers": "Tokenizer comparison over captured content",
-    "cost": "Cost per task by phase, US dollars — mean ± std (share %)",
-    "cache": "LLM input tokens by cache status and origin",
-    "schema_tax": "Amortized schema tax: what re-sending each tool definition cost, billed vs. without caching vs. "
-    "deferred",
-    "strategies": "Strategies — each run's strategy measured against the baseline run and the what-if's prediction",
-}
-#: What ``promcp report`` shows without ``--section`` (``overflows`` too when there are any).
-DEFAULT_SECTIONS: Final = ("phases", "segments", "init", "origins", "resend")
-#: Incomplete tasks named in the exclusion note before "and N more".
-NAMED_IN_NOTE: Final = 5
 #: Task ids an unknown ``--task`` error lists before "and N more".
 KNOWN_IN_ERROR: Final = 20
 
@@ -209,7 +196,8 @@ def report(
     if sections is None and isinstance(data, str | Path) and _has_strategies(events):
         wanted.append("strategies")  # runs of several strategies: each against the baseline (docs/whatif.md)
     _task_notes(out, all_tasks, overflow)
-    _unclosed_runs_note(out, data)
+    unclosed = unclosed_runs_note(data)
+    out.notes += [unclosed] if unclosed else []
     builders: dict[str, Callable[[], pd.DataFrame]] = {
         "phases": lambda: phase_attribution(
             events, by, include_incomplete=include_incomplete, tasks=task_rows
@@ -358,10 +346,6 @@ def _reconcile(out: Report, events: Events, calls: pd.DataFrame) -> None:
     out.note("cost", f"the client reported ${theirs:,.4f} for {len(merged)} of these call(s); {ours_text}")
 
 
-#: the error type of a call whose model process died (promcp/host/llm/_model_process.py)
-MODEL_CRASHED = "model_crashed"
-
-
 def _known_tasks(data: Events, runs: Sequence[str] | None, latest: int) -> str:
     """The task ids of the runs selected (what ``--task`` may name), for an error message."""
     known = query(
@@ -375,99 +359,29 @@ def _known_tasks(data: Events, runs: Sequence[str] | None, latest: int) -> str:
 
 
 def _task_notes(out: Report, all_tasks: pd.DataFrame, overflow: int) -> None:
-    bad = out.excluded
-    if len(bad):
-        named = ", ".join(
-            f"{r.task_id} ({r.outcome}" + (f": {_short(r.error)})" if isinstance(r.error, str) else ")")
-            for r in bad.head(NAMED_IN_NOTE).itertuples()
-        )
-        more = f" and {len(bad) - NAMED_IN_NOTE} more" if len(bad) > NAMED_IN_NOTE else ""
-        if out.include_incomplete:
-            out.notes.append(f"the tables include {len(bad)} incomplete task(s): {named}{more}")
-        else:
-            out.notes.append(
-                f"{len(bad)} of {out.tasks} task(s) are not complete and are left out of the tables: {named}{more}. "
-                "--include-incomplete counts them; --errors lists every failure"
-            )
     messages = all_tasks["error"].dropna()  # the few failed tasks' (not a string operation per task)
-    crashed = messages[messages.str.startswith(f"{MODEL_CRASHED}:")]
-    if len(crashed):
-        out.notes.append(
-            f"the embedded model's process crashed in {len(crashed)} task(s) ({MODEL_CRASHED}; the run went on with "
-            "a new one): `promcp doctor` checks the model on this CPU, docs/run.md 'The embedded model on any CPU' "
-            "says what to do"
-        )
-    implicit = all_tasks[all_tasks["task_id"] == IMPLICIT_TASK]
-    if len(implicit):
-        out.notes.append(
-            f"{len(implicit)} run(s) recorded LLM or tool events without a task id: each run's are counted as one "
-            f"task, {IMPLICIT_TASK!r}; wrap each request in promcp.scope(task_id=…) to count tasks separately"
-        )
-    if not out.tasks:
-        out.notes.append(
-            "no task events (S1–S6) in this selection: only session start-up was recorded"
-            if out.events
-            else "no events in this selection"
-        )
-    if overflow:
-        out.notes.append(
-            f"{overflow} LLM call(s) did not fit the context window (status context_overflow, not sent): "
-            "see the context overflow table; their tasks are not complete"
-        )
-
-
-def _unclosed_runs_note(out: Report, data: Events) -> None:
-    """Runs whose process ended without closing them (killed, crashed, out of memory): read from their journal."""
-    if not isinstance(data, str | Path) or not Path(data).is_dir():
-        return
-    from promcp.store.journal import is_live, iter_journals
-
-    ended = [j.stem for j in iter_journals(Path(data)) if not is_live(j)]
-    if ended:
-        named = ", ".join(ended[:NAMED_IN_NOTE]) + (
-            f" and {len(ended) - NAMED_IN_NOTE} more" if len(ended) > NAMED_IN_NOTE else ""
-        )
-        out.notes.append(
-            f"{len(ended)} run(s) ended without their process closing them (killed or crashed): {named}; their "
-            f"events are read from the journal as journaled; `promcp finalize {data}` writes them"
-        )
-
-
-def _short(text: str, limit: int = 120) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    facts = TaskFacts(
+        tasks=out.tasks,
+        incomplete=len(out.excluded),
+        named=list(out.excluded.head(NAMED_IN_NOTE).itertuples()),
+        crashed=int(messages.str.startswith(f"{MODEL_CRASHED}:").sum()),
+        implicit=int((all_tasks["task_id"] == IMPLICIT_TASK).sum()),
+        events=out.events,
+        overflow=overflow,
+    )
+    out.notes += task_notes(facts, out.include_incomplete)
 
 
 def _timing_notes(out: Report, phases: pd.DataFrame, counted: pd.DataFrame) -> None:
     """Say why latency means and shares are what they are: unknown timings, overlapping intervals."""
-    rows = phases[phases["phase"].isin(PHASES)]
-    unknown = rows[rows["latency_ms_tasks"] < rows["tasks"]]
-    if len(rows) and not rows["latency_ms_tasks"].astype("float64").any():
-        out.note(
-            "phases",
-            "no latency was recorded for these task(s) (no timing in the source): latency is unknown",
-        )
-    elif len(unknown):
-        parts = ", ".join(
-            f"{r.phase} in {int(r.tasks - r.latency_ms_tasks)} of {int(r.tasks)}"
-            + (f" ({' / '.join(str(getattr(r, k)) for k in out.by)})" if out.by else "")
-            for r in unknown.itertuples()
-        )
-        out.note(
-            "phases",
-            f"latency unknown (no timing recorded) for {parts} task(s): means skip them, shares are of the "
-            "measured time",
-        )
+    rows = list(phases[phases["phase"].isin(PHASES)].itertuples())
     wall = counted["wall_ms"].astype("float64")
     summed = counted["latency_ms"].astype("float64")
     overlap = counted[summed > wall * 1.001 + 1.0]
-    if len(overlap):
-        out.note(
-            "phases",
-            f"in {len(overlap)} task(s) the recorded intervals overlap (bounded timings, e.g. from exports): their "
-            f"phase latencies add up to {overlap['latency_ms'].sum():,.0f} ms against "
-            f"{overlap['wall_ms'].sum():,.0f} ms of wall time; shares are of the summed latencies",
-        )
+    for note in timing_notes(
+        rows, out.by, len(overlap), float(overlap["latency_ms"].sum()), float(overlap["wall_ms"].sum())
+    ):
+        out.note("phases", note)
 
 
 def _tokenizer_section(out: Report, data: Events, names: Sequence[str]) -> None:

@@ -39,18 +39,18 @@ from promcp.analysis.engine import (
     complete,
     ident,
     query,
-    task_sql,
 )
 from promcp.analysis.scanned import ParquetEvents
-from promcp.events import Origin, Phase, Stage, Status
-
-#: The paper's phases (Tables 1 and 2), in display order.
-PHASES: Final = tuple(
-    p.value for p in (Phase.CONTEXT, Phase.LLM_PLAN, Phase.TOOL_CALL, Phase.TOOL_RESULT, Phase.FINAL_ANSWER)
+from promcp.analysis.task_sql import (
+    BILLED,
+    FACT_COLUMNS,
+    PHASES,
+    SENT_SQL,
+    WALL_MS_SQL,
+    per_task_sql,
 )
-#: SQL over ``ev``: a group of events' wall time in ms — its first event's start to its last event's end. The one rule
-#: for a task's and a run's wall time: the task table, the HTML report's Runs table and ``promcp run``'s summary line.
-WALL_MS_SQL: Final = "(max(t_end_ns) - min(t_start_ns)) / 1e6"
+from promcp.events import Origin, Phase, Stage
+
 #: The paper's latency segments.
 SEGMENTS: Final = ("tool_plan", "tool_execution", "answer_synthesis")
 #: Start-up phases of a session.
@@ -63,35 +63,7 @@ UNOBSERVED: Final = "unobserved"
 #: The "server" of a client's own tools (a schema part keyed by the bare tool name, e.g. Claude Code's Bash or
 #: Read): they belong to the client, not to an MCP server.
 BUILTIN_SERVER: Final = "client (built-in)"
-
-#: phase -> (stages that carry it, token column counted for it)
-PHASE_TOKENS: Final[dict[str, tuple[tuple[str, ...], str]]] = {
-    Phase.CONTEXT.value: ((Stage.S1.value, Stage.S5.value), "tokens_in"),
-    Phase.LLM_PLAN.value: ((Stage.S2.value,), "tokens_out"),
-    Phase.TOOL_CALL.value: ((Stage.S3.value,), "footprint_tokens"),
-    Phase.TOOL_RESULT.value: ((Stage.S4.value,), "footprint_tokens"),
-    Phase.FINAL_ANSWER.value: ((Stage.S6.value,), "tokens_out"),
-}
-#: The phases an LLM provider bills (``llm_billed`` = their sum).
-BILLED: Final = (Phase.CONTEXT.value, Phase.LLM_PLAN.value, Phase.FINAL_ANSWER.value)
-
-PHASE_SQL: Final = (
-    "CASE "
-    + " ".join(
-        f"WHEN stage IN ({', '.join(repr(s) for s in stages)}) THEN '{phase}'"
-        for phase, (stages, _) in PHASE_TOKENS.items()
-    )
-    + " END"
-)
-TOKENS_SQL: Final = (
-    "CASE "
-    + " ".join(
-        f"WHEN stage IN ({', '.join(repr(s) for s in stages)}) THEN {col}"
-        for stages, col in PHASE_TOKENS.values()
-    )
-    + " END"
-)
-_SENT = f"coalesce(CAST(status AS VARCHAR), 'ok') <> '{Status.CONTEXT_OVERFLOW.value}'"
+_SENT = SENT_SQL
 _TASK_ROWS = f"task_id IS NOT NULL AND stage <> '{INIT}' AND {_SENT}"
 _INPUTS = f"stage IN ('{Stage.S1.value}', '{Stage.S5.value}')"
 
@@ -190,30 +162,6 @@ def _stats(
     return pd.DataFrame(rows)
 
 
-def text_column(column: str, names: set[str]) -> str:
-    """SQL: ``column`` as text, or NULL when the input has no such column."""
-    return f"CAST({column} AS VARCHAR)" if column in names else "NULL"
-
-
-#: Facts of every task (:func:`per_task`), besides its group keys and its phase sums.
-FACT_COLUMNS: Final = (
-    "run_id",
-    "task_id",
-    "topology",
-    "model",
-    "outcome",
-    "rounds",
-    "llm_calls",
-    "tool_calls",
-    "tool_errors",
-    "tokens",
-    "llm_billed",
-    "latency_ms",
-    "wall_ms",
-    "error",
-)
-
-
 def per_task(events: Events, by: Sequence[str] = ()) -> pd.DataFrame:
     """One row per task, complete or not, in recording order, from one pass over the events: the ``by`` keys (a
     task's value is its first non-null one), :data:`FACT_COLUMNS` (outcome and error as in
@@ -222,36 +170,7 @@ def per_task(events: Events, by: Sequence[str] = ()) -> pd.DataFrame:
     Overflowed (never sent) events count in no sum. :func:`promcp.analysis.task_table` shows it."""
     table = as_arrow(events)
     by = check_by(table, by)
-    names = set(table.column_names)
-    s1, s5, s3, s4 = Stage.S1.value, Stage.S5.value, Stage.S3.value, Stage.S4.value
-    ok = f"coalesce(CAST(status AS VARCHAR), 'ok') = '{Status.OK.value}'"
-    parts = [
-        f"coalesce(CAST(any_value({ident(c)}) AS VARCHAR), '{MISSING}') AS {ident('_by_' + c)}"
-        for c in by
-        if c not in TASK_KEYS
-    ]
-    for phase, (stages, col) in PHASE_TOKENS.items():
-        cond = f"stage IN ({', '.join(repr(st) for st in stages)}) AND {_SENT}"
-        parts.append(
-            f"coalesce(sum(CAST({col} AS DOUBLE)) FILTER (WHERE {cond}), 0) AS {ident('tokens_' + phase)}"
-        )
-        parts.append(
-            f"CASE WHEN count(*) FILTER (WHERE {cond}) = 0 THEN 0.0 "
-            f"ELSE sum(latency_ms) FILTER (WHERE {cond}) END AS {ident('latency_' + phase)}"
-        )
-    parts += [
-        f"any_value({text_column('topology', names)}) AS topology",
-        f"any_value({text_column('model', names)}) AS model",
-        'max("round") AS rounds',
-        f"count(*) FILTER (WHERE stage IN ('{s1}', '{s5}')) AS llm_calls",
-        f"count(*) FILTER (WHERE stage = '{s3}') AS tool_calls",
-        f"count(*) FILTER (WHERE stage IN ('{s3}', '{s4}') AND NOT {ok}) AS tool_errors",
-        f"{WALL_MS_SQL} AS wall_ms",
-        f"count(*) FILTER (WHERE {_SENT}) AS sent_events",
-        f"count(latency_ms) FILTER (WHERE {PHASE_SQL} IS NOT NULL AND {_SENT}) AS timed_events",
-        "min(seq) AS first_seq",
-    ]
-    out = query(f"{task_sql(', '.join(parts))} ORDER BY run_id, first_seq, task_id", table)
+    out = query(per_task_sql(set(table.column_names), by), table)
     out["rounds"] = out["rounds"].astype("Int64")
     for c in ("llm_calls", "tool_calls", "tool_errors", "sent_events"):
         out[c] = out[c].astype("int64")

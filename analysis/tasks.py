@@ -12,8 +12,9 @@ from typing import Final
 import pandas as pd
 
 from promcp.analysis.engine import INIT, Events, as_arrow, error_type_sql, query
-from promcp.analysis.tables import FACT_COLUMNS, per_task
-from promcp.analysis.tables import text_column as _text
+from promcp.analysis.tables import per_task
+from promcp.analysis.task_sql import FACT_COLUMNS
+from promcp.analysis.task_sql import text_column as _text
 from promcp.events import Status
 
 #: The columns of :func:`task_table`.

@@ -20,11 +20,13 @@ analysis and views: it imports neither rich nor any command.
 from __future__ import annotations
 
 import math
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import IO, Any, ClassVar, Final, Literal, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where a frame is made: a document of plain rows prints without pandas
+    import pandas as pd
 
 #: How a value that is absent (None, NaN, NA) is shown by every human renderer.
 MISSING: Final = "—"
@@ -118,6 +120,8 @@ class Document:
 
     def datasets(self) -> dict[str, pd.DataFrame]:
         """The tidy tables a machine renderer writes: :attr:`data`, plus views that have no data of their own."""
+        import pandas as pd
+
         out = dict(self.data)
         for t in self.tables:
             if t.name not in out and (t.source is None or t.source not in out):
@@ -129,9 +133,12 @@ class Document:
 
 
 def is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA or value is pd.NaT:
+    if value is None:
         return True
-    return isinstance(value, float) and math.isnan(value)
+    if isinstance(value, float):
+        return math.isnan(value)
+    loaded = sys.modules.get("pandas")  # pandas' own missing marks exist only once pandas is loaded
+    return loaded is not None and (value is loaded.NA or value is loaded.NaT)
 
 
 def raw_value(value: Any) -> Any:

@@ -7,11 +7,12 @@ Shape (every command): ``{**meta, "notes": [...], "tables": {name: [record, ...]
 from __future__ import annotations
 
 import json
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from promcp.analysis.views.base import Document, Renderer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:

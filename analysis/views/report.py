@@ -7,14 +7,17 @@ tables, which CSV and JSON write.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from promcp.analysis.report import SECTIONS, Report
+from promcp.analysis.sections import SECTIONS
 from promcp.analysis.views.base import Column, Document, Missing, Stat, Table
-from promcp.analysis.views.strategies import STRATEGIES_NOTE, strategies_table
+
+if TYPE_CHECKING:  # the phases-only report (analysis/phase_report.py) is rendered without pandas
+    import pandas as pd
+
+    from promcp.analysis.phase_report import PhaseReport
+    from promcp.analysis.report import Report
 
 #: What each task outcome means (shown under the task table).
 OUTCOME_HELP = {
@@ -28,12 +31,14 @@ def _label(row: Any, by: Sequence[str]) -> str:
 
 
 def paper_layout(
-    table: pd.DataFrame, by: Sequence[str], item: str, value: str
+    table: pd.DataFrame | Iterable[Any], by: Sequence[str], item: str, value: str
 ) -> tuple[list[str], list[dict[str, Any]]]:
-    """A long stats table (``*by, item, <value>_mean, _std, _share``) as rows per item and one column per group."""
+    """A long stats table (``*by, item, <value>_mean, _std, _share``: a frame, or its rows as objects with those
+    attributes) as rows per item and one column per group."""
     groups: list[str] = []
     rows: dict[str, dict[str, Any]] = {}
-    for r in table.itertuples(index=False):
+    records = table.itertuples(index=False) if hasattr(table, "itertuples") else table
+    for r in records:
         label = _label(r, by)
         if label not in groups:
             groups.append(label)
@@ -45,7 +50,13 @@ def paper_layout(
 
 
 def _stat_table(
-    name: str, title: str, frame: pd.DataFrame, by: Sequence[str], item: str, value: str, digits: int
+    name: str,
+    title: str,
+    frame: pd.DataFrame | Iterable[Any],
+    by: Sequence[str],
+    item: str,
+    value: str,
+    digits: int,
 ) -> Table:
     groups, rows = paper_layout(frame, by, item, value)
     cols = [Column(item), *(Column(g, kind="stat", digits=digits) for g in groups)]
@@ -203,9 +214,7 @@ def _tokenizers_view(frame: pd.DataFrame) -> Table:
     table = Table("tokenizers", SECTIONS["tokenizers"], cols, _rows(frame))
     from promcp.tokenizers import describe  # only for this table: a report without it loads no tokenizer
 
-    approx = {
-        str(t): describe(str(t)) for t in frame.get("tokenizer", pd.Series(dtype=object)) if describe(str(t))
-    }
+    approx = {str(t): describe(str(t)) for t in frame.get("tokenizer", ()) if describe(str(t))}
     if approx:
         labels = "; ".join(f"{k} = {v}" for k, v in approx.items())
         table.notes.append(f"{labels}: a labelled approximation, not the model's tokenizer (docs/tokens.md)")
@@ -257,33 +266,30 @@ def _schema_tax_view(frame: pd.DataFrame, by: Sequence[str]) -> Table:
     return _keyed_view("schema_tax", frame, by, cols, note)
 
 
+def _phase_views(frame: pd.DataFrame | Sequence[Any], by: Sequence[str], notes: Sequence[str]) -> list[Table]:
+    """The phase table (a frame, or its rows) as the paper's Tables 1 and 2: tokens, then latency with ``notes``."""
+    tokens = _stat_table(
+        "phases_tokens", "Tokens per task by phase — mean ± std (share %)", frame, by, "phase", "tokens", 0
+    )
+    lat = _stat_table(
+        "phases_latency",
+        "Latency per task by phase, ms — mean ± std (share %)",
+        frame,
+        by,
+        "phase",
+        "latency_ms",
+        1,
+    )
+    lat.notes += notes
+    return [tokens, lat]
+
+
 def _views(rep: Report) -> list[Table]:
     by = rep.by
     out: list[Table] = []
     for name, frame in rep.tables.items():
         if name == "phases":
-            out.append(
-                _stat_table(
-                    "phases_tokens",
-                    "Tokens per task by phase — mean ± std (share %)",
-                    frame,
-                    by,
-                    "phase",
-                    "tokens",
-                    0,
-                )
-            )
-            lat = _stat_table(
-                "phases_latency",
-                "Latency per task by phase, ms — mean ± std (share %)",
-                frame,
-                by,
-                "phase",
-                "latency_ms",
-                1,
-            )
-            lat.notes += rep.table_notes.get("phases", [])
-            out.append(lat)
+            out += _phase_views(frame, by, rep.table_notes.get("phases", []))
         elif name == "cost":
             if frame.empty:
                 table = Table(
@@ -294,6 +300,8 @@ def _views(rep: Report) -> list[Table]:
             table.notes += rep.table_notes.get("cost", [])
             out.append(table)
         elif name == "strategies":
+            from promcp.analysis.views.strategies import STRATEGIES_NOTE, strategies_table
+
             table = strategies_table(frame)
             table.notes += [STRATEGIES_NOTE, *rep.table_notes.get("strategies", [])]
             out.append(table)
@@ -332,22 +340,29 @@ def _views(rep: Report) -> list[Table]:
             out.append(_cache_view(frame, by))
         elif name == "schema_tax":
             out.append(_schema_tax_view(frame, by))
-    if rep.approximations:
-        approx = "; ".join(f"{k} = {v}, a labelled approximation" for k, v in rep.approximations.items())
+    return _finish(out, rep.approximations, list(rep.tables), by)
+
+
+def _finish(
+    out: list[Table], approximations: dict[str, str], sources: list[str], by: Sequence[str]
+) -> list[Table]:
+    """The notes every view shares (tokens counted by an approximation), each view's data source, constant group
+    keys folded into titles."""
+    if approximations:
+        approx = "; ".join(f"{k} = {v}, a labelled approximation" for k, v in approximations.items())
         for table in out:
             if table.name in ("phases_tokens", "origins", "resend", "init", "tasks"):
                 table.notes.append(f"tokens counted with {approx} (docs/tokens.md)")
     for table in out:
-        table.source = table.source or next((n for n in rep.tables if table.name.startswith(n)), None)
+        table.source = table.source or next((n for n in sources if table.name.startswith(n)), None)
     return [_fold_constant_keys(t, [*by, "run_id"]) for t in out]
 
 
-def report_document(rep: Report) -> Document:
-    """The document ``promcp report`` prints (every renderer takes it)."""
+def _document(rep: Report | PhaseReport, tables: list[Table], excluded: list[dict[str, Any]]) -> Document:
     header = f"{rep.events:,} events · {rep.runs} run(s) · {rep.tasks} task(s)"
     if rep.tasks != rep.complete:
         header += f", {rep.complete} complete" + (" (all counted)" if rep.include_incomplete else " counted")
-    doc = Document("promcp report", header=header, tables=_views(rep), notes=list(rep.notes))
+    doc = Document("promcp report", header=header, tables=tables, notes=list(rep.notes))
     doc.meta = {
         "events": rep.events,
         "runs": rep.runs,
@@ -356,12 +371,25 @@ def report_document(rep: Report) -> Document:
         "include_incomplete": rep.include_incomplete,
         "by": rep.by,
         "approximations": rep.approximations,
-        "excluded": [
-            {"run_id": r.run_id, "task_id": r.task_id, "outcome": r.outcome, "error": r.error}
-            for r in rep.excluded.itertuples()
-        ]
-        if len(rep.excluded)
-        else [],
+        "excluded": excluded,
     }
+    return doc
+
+
+def report_document(rep: Report) -> Document:
+    """The document ``promcp report`` prints (every renderer takes it)."""
+    excluded = [
+        {"run_id": r.run_id, "task_id": r.task_id, "outcome": r.outcome, "error": r.error}
+        for r in rep.excluded.itertuples()
+    ]
+    doc = _document(rep, _views(rep), excluded if len(rep.excluded) else [])
     doc.data = dict(rep.tables)
     return doc
+
+
+def phase_report_document(rep: PhaseReport) -> Document:
+    """The document of ``promcp report --section phases`` computed without pandas
+    (:func:`promcp.analysis.phase_report.phase_report`): the same header, views and notes as :func:`report_document`
+    of the same selection; its data (CSV, JSON) is the views' rows."""
+    views = _phase_views(rep.rows, rep.by, rep.table_notes.get("phases", []))
+    return _document(rep, _finish(views, rep.approximations, ["phases"], rep.by), rep.excluded)

@@ -7,10 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from promcp.analysis.cost import load_prices
-from promcp.analysis.report import DEFAULT_SECTIONS, SECTIONS, report
-from promcp.analysis.views import RENDERERS, get_renderer
-from promcp.analysis.views.report import report_document
+from promcp.analysis.sections import DEFAULT_SECTIONS, SECTIONS
+from promcp.analysis.views import RENDERERS, Document, get_renderer
 from promcp.cli._common import stderr, stdout
 from promcp.errors import ConfigError
 
@@ -132,19 +130,21 @@ def _run(args: argparse.Namespace) -> int:
         sections = [args.table]
     elif args.errors:
         sections = [*(sections or DEFAULT_SECTIONS), "errors"]
-    rep = report(
-        args.path,
-        by=by,
-        sections=sections,
-        tokenizers=tokenizer_names,
-        resend_top=args.top,
-        runs=args.runs,
-        latest=args.latest,
-        tasks=args.tasks,
-        include_incomplete=args.include_incomplete,
-        prices=load_prices(args.prices) if args.prices else None,
-    )
-    doc = report_document(rep)
+    if _phases_only(args, sections, tokenizer_names):
+        from promcp.analysis.phase_report import phase_report
+        from promcp.analysis.views.report import phase_report_document
+
+        doc = phase_report_document(
+            phase_report(
+                args.path,
+                by=by,
+                runs=args.runs,
+                latest=args.latest,
+                include_incomplete=args.include_incomplete,
+            )
+        )
+    else:
+        doc = _report_document(args, by, sections, tokenizer_names)
     if args.format == "table":
         get_renderer("table", console=stdout()).write(doc, sys.stdout)
     elif args.format == "csv":
@@ -152,6 +152,38 @@ def _run(args: argparse.Namespace) -> int:
     else:
         get_renderer(args.format).write(doc, sys.stdout)
     return 0
+
+
+def _phases_only(args: argparse.Namespace, sections: list[str] | None, tokenizers: list[str]) -> bool:
+    """The phase table alone, printed for a reader: computed in DuckDB without pandas
+    (promcp/analysis/phase_report.py; the same table, header and notes)."""
+    return (
+        sections == ["phases"]
+        and args.format in ("table", "markdown")
+        and not (args.tasks or tokenizers or args.prices)
+    )
+
+
+def _report_document(
+    args: argparse.Namespace, by: list[str], sections: list[str] | None, tokenizers: list[str]
+) -> Document:
+    from promcp.analysis.cost import load_prices
+    from promcp.analysis.report import report
+    from promcp.analysis.views.report import report_document
+
+    rep = report(
+        args.path,
+        by=by,
+        sections=sections,
+        tokenizers=tokenizers,
+        resend_top=args.top,
+        runs=args.runs,
+        latest=args.latest,
+        tasks=args.tasks,
+        include_incomplete=args.include_incomplete,
+        prices=load_prices(args.prices) if args.prices else None,
+    )
+    return report_document(rep)
 
 
 def _write_html(args: argparse.Namespace, by: list[str], tokenizers: list[str]) -> int:

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import altair as alt
 
-from promcp.analysis.tables import PHASES
+from promcp.analysis.task_sql import PHASES
 from promcp.analysis.views.html._tasks import PARTS
 
 FONT: Final = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"

@@ -23,9 +23,10 @@ import pyarrow as pa
 
 from promcp import __version__
 from promcp.analysis.engine import TASK_EVENT_SQL, Events, as_arrow, outcomes, select
-from promcp.analysis.report import DEFAULT_SECTIONS, Report, report
+from promcp.analysis.report import Report, report
 from promcp.analysis.scanned import ParquetEvents
-from promcp.analysis.tables import PHASES, WALL_MS_SQL
+from promcp.analysis.sections import DEFAULT_SECTIONS
+from promcp.analysis.task_sql import PHASES, WALL_MS_SQL
 from promcp.analysis.views.base import MISSING, Document
 from promcp.analysis.views.html._frames import jsonable, query
 from promcp.analysis.views.html._schemas import schema_weight

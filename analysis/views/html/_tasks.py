@@ -23,7 +23,8 @@ import pandas as pd
 
 from promcp.analysis.engine import SESSION_SQL, TASK_EVENT_SQL, Events, as_arrow
 from promcp.analysis.load import attrs_of
-from promcp.analysis.tables import ORIGINS, PHASE_TOKENS, UNOBSERVED, unobserved_sql
+from promcp.analysis.tables import ORIGINS, UNOBSERVED, unobserved_sql
+from promcp.analysis.task_sql import PHASE_TOKENS
 from promcp.analysis.views.html._frames import (
     STARTUP_ONLY,
     clean,
