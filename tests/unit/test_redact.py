@@ -281,3 +281,42 @@ def test_every_gate_regex_belongs_to_an_installed_detector() -> None:
     patterns = {d.pattern.pattern for d in _get_scanner().patterns}
     assert set(_PATTERN_GATES) <= patterns
     assert sum(d.gate is not None for d in _get_scanner().patterns) == len(_PATTERN_GATES)
+
+
+def test_the_keyed_scans_try_only_where_a_match_can_start() -> None:
+    """The assignment, phrase and bare-password patterns are tried only where one of their secret words begins
+    (promcp/redact.py ``_STARTS``): on assignments and phrases of every secret word, cut, joined and lower-cased,
+    the matches equal the pattern's own scan of every position."""
+    import random
+
+    from promcp.redact import _STARTS, _keyed_matches, redact_surface
+
+    words = [
+        *("password", "passwd", "passphrase", "passcode", "pwd", "secret", "token", "api_key", "api-key"),
+        *("apikey", "access_key", "accesskey", "private-key", "credential", "credentials", "auth"),
+        *("authorization", "cookie", "session_id", "sessionid", "signature", "pin", "api key", "access key"),
+    ]
+    seps = [" = ", ":", '": "', '\\": \\"', " is ", " was ", " ", "=", " : "]
+    values = ["hunter2", "'s3cr3t value'", '"abc\\"def"', "x9$", "a", "Pa55-word!", "tok_ABC123xyz"]
+    rng = random.Random(27)
+    texts = []
+    for _ in range(3000):
+        parts = [
+            rng.choice(["", "my ", "AWS_SECRET_", "x", '{"', "the "])
+            + rng.choice(words)
+            + rng.choice(seps)
+            + rng.choice(values)
+            for _ in range(rng.randint(1, 3))
+        ]
+        text = rng.choice([" ", ", ", "\n", "", "; "]).join(parts)
+        cut = rng.randint(0, len(text))
+        texts.append(text[:cut] if rng.random() < 0.3 else text)
+    found = 0
+    for text in texts:
+        low = text.lower()
+        for pattern in _STARTS:
+            want = [m.span() for m in pattern.finditer(low)]
+            assert [m.span() for m in _keyed_matches(pattern, low)] == want, (pattern.pattern, text)
+            found += len(want)
+    assert found > 2000  # the texts do hold what the patterns match
+    assert "hunter2" not in redact_surface("the password is hunter2 and api_key=hunter2")
