@@ -8,8 +8,8 @@
     Rows, each in its own process, interleaved over --rounds: ``json.loads`` of every line of every file;
     ``promcp import`` into a fresh dataset (the CLI, as a user runs it); the same import again (unchanged folder);
     ``promcp import --content none`` (no text kept: what the secret scan of previews and content costs);
-    ``promcp import`` after 10 sessions grew; ``ccusage session --json`` when ``ccusage`` is on PATH or in
-    node_modules/.bin (not a dependency of promcp: the row says so when it is absent). Wall time, CPU time (user +
+    ``promcp import`` after 10 sessions grew; ``ccusage session --json`` (17.2.1, a devDependency in package.json:
+    node_modules/.bin, or on PATH; the row says so when it is absent) and promcp's ratio to it per round. Wall time, CPU time (user +
     sys of the child), peak RSS (the child's ru_maxrss), Parquet files written, and the token totals of the dataset
     next to an independent tally (final usage per message id, read straight from the JSONL).
 (b) --big N sessions imported in one call, the wall and CPU time per thousand files printed as they pass (flat =
@@ -219,7 +219,14 @@ def bench_corpus(tmp: Path, sessions: int, rounds: int) -> None:
         files_col = str(parquet) if name.startswith("promcp import (fresh") else "—"
         print(f"| {name} | {span} | {cspan} | {size / 1e6 / min(walls):.1f} | {rss:.0f} | {files_col} |")
     if not cc:
-        print("| ccusage session --json | not installed (not a promcp dependency): row skipped | | | | |")
+        print(
+            "| ccusage session --json | not in node_modules (`npm install`: a devDependency): skipped | | | | |"
+        )
+    else:  # the target: promcp import within 2x ccusage on the same folder
+        ours, theirs = rows["promcp import (fresh dataset)"], rows["ccusage session --json"]
+        for what in ("cpu", "wall"):
+            ratios = [float(a[what]) / float(b[what]) for a, b in zip(ours, theirs, strict=True)]  # type: ignore[arg-type]
+            print(f"promcp import / ccusage, {what} (per round): " + ", ".join(f"{x:.2f}" for x in ratios))
     print(
         f"\ntotals after the grown sessions: promcp input {got[0]:,} / output {got[1]:,}; "
         f"final usage per message id input {truth[0]:,} / output {truth[1]:,}; equal: {got == truth}"
