@@ -81,6 +81,10 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
 class _Package(types.ModuleType):
     """``promcp.analysis.report``, ``.diff`` and ``.load`` name a module and the function it defines: importing the
     module sets the package's attribute to the module, and this keeps the function there (``pa.report(...)``), as
