@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from promcp.collectors.otlp_spans import CarriedRows
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.events import Event, Topology
 from promcp.recorder import Recorder
 
@@ -42,8 +43,9 @@ log = logging.getLogger(__name__)
 
 SPANS_SOURCE: Final = "otlp:spans"
 LOGS_SOURCE: Final = "otlp:claude-code"
-#: the Gemini CLI's telemetry (collectors/otlp_gemini.py): its own source, provider and tokenizer
-GEMINI_LOGS: Final = ("otlp:gemini-cli", "google", "o200k_base", "gemini-cli telemetry")
+#: the Gemini CLI's telemetry (collectors/otlp_gemini.py): its own source, provider and tokenizer (Gemini's is not
+#: available offline: the default one)
+GEMINI_LOGS: Final = ("otlp:gemini-cli", "google", DEFAULT_TOKENIZER, "gemini-cli telemetry")
 CLAUDE_LOGS: Final = (LOGS_SOURCE, "anthropic", "approx:claude", "claude-code telemetry")
 #: the client each telemetry source is, as ``promcp collect``'s exit line names it
 CLIENTS: Final = {GEMINI_LOGS[0]: "Gemini CLI", LOGS_SOURCE: "Claude Code"}
