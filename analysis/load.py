@@ -69,7 +69,7 @@ def load_table(path: str | Path, columns: Sequence[str] | None = None) -> pa.Tab
 
     ``path`` may be a dataset directory, a run directory, an ``events.parquet`` file or a journal. Reading never
     writes: journals left by a crashed run are read in place (``promcp finalize`` turns them into Parquet files).
-    Unusable files are skipped with a :class:`~promcp.errors.PromcpWarning` naming them.
+    Unusable files are skipped with a warning logged (``promcp.store.discovery``) naming them.
     """
     return _tables(discover(Path(path), link=_link), columns)
 

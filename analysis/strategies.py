@@ -17,7 +17,7 @@ tasks, so a strategy that changes the number of rounds does not change the weigh
 
 from __future__ import annotations
 
-import warnings
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from promcp.analysis.load import attrs_of
+
+log = logging.getLogger(__name__)
 
 #: The columns of the comparison (one row per strategy; the baseline first).
 COLUMNS: Final = (
@@ -125,11 +127,18 @@ def _spec(label: str) -> tuple[str, int, str]:
 
 
 def predict(
-    events: pd.DataFrame, content: pd.DataFrame, label: str, *, tasks: Sequence[str] | None = None
+    events: pd.DataFrame,
+    content: pd.DataFrame,
+    label: str,
+    *,
+    tasks: Sequence[str] | None = None,
+    notes: list[str] | None = None,
 ) -> pd.DataFrame:
     """The what-if of ``label`` over the baseline ``events``: per task, the predicted schema tokens per call and
-    input tokens per task (columns ``task``, ``predicted_schema_per_call``, ``predicted_input_per_task``)."""
+    input tokens per task (columns ``task``, ``predicted_schema_per_call``, ``predicted_input_per_task``). LLM
+    calls it had to leave out are said in ``notes`` (None: logged as a warning)."""
     from promcp.analysis.whatif import Router, counter, evaluate_dataset
+    from promcp.analysis.whatif._dataset_eval import skipped_note
 
     name, k, scorer = _spec(label)
     cols = ["task", "predicted_schema_per_call", "predicted_input_per_task"]
@@ -143,6 +152,12 @@ def predict(
         strategies=[name],
         router_factory=lambda tools: Router(tools, scorer),  # type: ignore[arg-type]
     )
+    note = skipped_note(res.skipped)
+    if note is not None:
+        if notes is None:
+            log.warning("%s", note)
+        else:
+            notes.append(note)
     turns = res.turns
     if turns.empty:
         return pd.DataFrame(columns=cols)
@@ -176,9 +191,12 @@ def compare(
     *,
     expected: Mapping[str, Sequence[str]] | None = None,
     costs: pd.DataFrame | None = None,
+    notes: list[str] | None = None,
 ) -> pd.DataFrame:
     """One row per strategy: the baseline's (``baseline`` events) first, then each strategy found in ``variants``
-    (events of one or more strategy runs), measured over the tasks both sides answered, beside the prediction."""
+    (events of one or more strategy runs), measured over the tasks both sides answered, beside the prediction.
+    What a prediction had to leave out is said once in ``notes`` (None: logged as a warning)."""
+    said: list[str] = []
     expected = expected or {}
     frames = {"base": baseline, "var": variants}
     calls = {side: call_frame(ev) for side, ev in frames.items()}
@@ -229,7 +247,7 @@ def compare(
         row["usd_per_task"] = _usd(costs, runs, both)
         if side == "var" and label != base_label:
             if label not in predictions:
-                predictions[label] = predict(baseline, baseline_content, label, tasks=both)
+                predictions[label] = predict(baseline, baseline_content, label, tasks=both, notes=said)
             pred = predictions[label]
             if len(pred):
                 row["predicted_schema_per_call"] = float(pred["predicted_schema_per_call"].mean())
@@ -237,6 +255,11 @@ def compare(
                 row["schema_diff_pct"] = _pct(row["schema_per_call"], row["predicted_schema_per_call"])
                 row["input_diff_pct"] = _pct(row["input_per_task"], row["predicted_input_per_task"])
         rows.append(row)
+    for note in dict.fromkeys(said):
+        if notes is None:
+            log.warning("%s", note)
+        else:
+            notes.append(note)
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -312,10 +335,11 @@ def dataset_table(
     is_base = events["run_id"].astype(str) == base
     baseline, variants = events[is_base], events[~is_base]
     costs = call_costs(events)
-    with warnings.catch_warnings(record=True) as said:  # a prediction left out is a note of the section
-        warnings.simplefilter("always")
-        table = compare(baseline, load_content(path), variants, expected=expected_tools(path), costs=costs)
+    said: list[str] = []  # what a prediction left out: a note of the section
+    table = compare(
+        baseline, load_content(path), variants, expected=expected_tools(path), costs=costs, notes=said
+    )
     note = f"baseline: run {base} (every call full); predictions from its own calls"
-    for warning in dict.fromkeys(str(w.message) for w in said):
-        note += f"; {warning}"
+    for left_out in said:
+        note += f"; {left_out}"
     return table, note

@@ -17,6 +17,7 @@ from promcp.collectors import codex as _codex
 from promcp.collectors._model import Conversation
 from promcp.collectors._problems import INTERNAL, Problems, ShapeError
 from promcp.collectors._stream import SanitizedReader, as_text, iter_array, iter_jsonl
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ImportFormatError
 
 
@@ -214,7 +215,8 @@ register(
         "otlp", "approx:claude", "anthropic", _otlp, _has("resourceLogs", "resourceSpans", "resourceMetrics")
     )
 )
-register(ImportFormat("gemini-cli", "o200k_base", "google", _gemini_cli, _gemini_sniff))
+# Gemini's tokenizer is not available offline: its sessions are counted with the default one
+register(ImportFormat("gemini-cli", DEFAULT_TOKENIZER, "google", _gemini_cli, _gemini_sniff))
 register(
     ImportFormat(
         "claude-code",

@@ -23,24 +23,29 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from promcp.collectors.otlp_spans import CarriedRows
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
+from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.events import Event, Topology
 from promcp.recorder import Recorder
 
 __all__ = ["OtlpRuns", "run_key"]
 
+log = logging.getLogger(__name__)
+
 SPANS_SOURCE: Final = "otlp:spans"
 LOGS_SOURCE: Final = "otlp:claude-code"
-#: the Gemini CLI's telemetry (collectors/otlp_gemini.py): its own source, provider and tokenizer
-GEMINI_LOGS: Final = ("otlp:gemini-cli", "google", "o200k_base", "gemini-cli telemetry")
+#: the Gemini CLI's telemetry (collectors/otlp_gemini.py): its own source, provider and tokenizer (Gemini's is not
+#: available offline: the default one)
+GEMINI_LOGS: Final = ("otlp:gemini-cli", "google", DEFAULT_TOKENIZER, "gemini-cli telemetry")
 CLAUDE_LOGS: Final = (LOGS_SOURCE, "anthropic", "approx:claude", "claude-code telemetry")
 #: the client each telemetry source is, as ``promcp collect``'s exit line names it
 CLIENTS: Final = {GEMINI_LOGS[0]: "Gemini CLI", LOGS_SOURCE: "Claude Code"}
@@ -136,11 +141,9 @@ class OtlpRuns:
         *,
         content: str = DEFAULT_CONTENT,
         max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
-        say: Callable[[str], None] = lambda _text: None,
     ) -> None:
         self.out = Path(out)
         self.content, self.max_content_bytes = content, max_content_bytes
-        self.say = say
         self.runs: dict[str, _Run] = {}
         self.duplicates = 0
         self.prompts: dict[str, int] = {}  # client → prompts (tasks) recorded from its telemetry
@@ -214,8 +217,8 @@ class OtlpRuns:
         journal = self.out / JOURNAL_DIR / f"{run_id}{JOURNAL_SUFFIX}"
         # a journal an earlier (killed) process left becomes a part of the run: merged at close, never overwritten
         if adopt_journal(journal) is not None:
-            self.say(
-                f"run {run_id}: adopted the journal an earlier process left; merged into the run at close"
+            log.info(
+                "run %s: adopted the journal an earlier process left; merged into the run at close", run_id
             )
         self._seen_in_parts(parts_dir(self.out, run_id), keys, seen)
         part = None
@@ -331,10 +334,9 @@ class OtlpRuns:
                 continue
             path = rec.close()
             if path is None:
-                self.say(f"run {run_id}: part recorded, merged when its other parts end")
+                log.info("run %s: part recorded, merged when its other parts end", run_id)
             else:
-                written.append(path)
-                self.say(f"finalized {path}")
+                written.append(path)  # the caller says it (collect logs it; import prints its dataset)
         return written
 
 

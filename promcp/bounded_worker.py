@@ -1,7 +1,7 @@
 """One bounded queue and one thread: the worker the recording sources hand their slow work to.
 
 The recorder's deferred token counting (:meth:`promcp.recorder.Recorder.emit_later`), the LLM proxy's finished
-exchanges and the HTTP MCP proxy's exchange hooks all go through a
+exchanges, the HTTP MCP proxy's exchange hooks and ``promcp collect``'s spooled batches all go through a
 :class:`BoundedWorker` — the shape of opentelemetry-python's ``BatchSpanProcessor``: a queue bounded in items *and*
 bytes in front of one thread, with one policy for each of the three things that can go wrong.
 
@@ -9,7 +9,9 @@ bytes in front of one thread, with one policy for each of the three things that 
 for a caller that may wait) or refuses at once (``full="refuse"``: returns False and counts the item ``refused``;
 the caller either answers "try again" (a 503) or reports the item lost). An item larger than
 ``max_bytes`` is taken when the queue is empty, so one big body is never refused for ever. ``force=True`` skips the
-bounds for the few small control items a protocol cannot do without (an exchange's end).
+bounds for the few small control items a protocol cannot do without (an exchange's end). :meth:`BoundedWorker.has_room`
+asks first, for a caller that must do work before it queues and serializes its own puts (``promcp collect`` writes a
+batch to its spool only when the queue will take it).
 
 **A failing item.** An exception from ``handle`` (or ``on_tick``) is counted in ``failed``, logged on
 ``logging.getLogger("promcp.bounded_worker")`` with the worker's name, and passed to ``on_error`` (the site turns it
@@ -116,6 +118,12 @@ class BoundedWorker(Generic[T]):
         if self.max_items is not None and len(self._items) + self._busy >= self.max_items:
             return False
         return self.max_bytes is None or self._bytes + size <= self.max_bytes
+
+    def has_room(self, size: int = 0) -> bool:
+        """Whether :meth:`put` would take an item of ``size`` bytes now without waiting (False once closed). Only a
+        check: it stays true until the put only when the caller's puts are serialized (the thread only frees room)."""
+        with self._cond:
+            return not self._closing and self._room(size)
 
     def put(self, item: T, size: int = 0, *, force: bool = False, timeout: float | None = None) -> bool:
         """Queue ``item`` (``size``: its bytes, held until it is handled). False: refused, the queue is full

@@ -28,7 +28,7 @@ long-running collector yields readable runs. SIGINT / SIGTERM finalize.
 from __future__ import annotations
 
 import json
-import queue
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -38,10 +38,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from promcp._spool import FsyncPolicy, SpooledBatch
+from promcp.bounded_worker import BoundedWorker
 from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
 from promcp.defaults import DEFAULT_TOKENIZER
 
 __all__ = ["Collector", "CollectorStats", "replay_spool"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY: Final = 64 * 1024 * 1024
 #: bodies being read or queued for the recording worker, in bytes, before the receiver answers 503
@@ -53,6 +56,8 @@ LISTEN_BACKLOG: Final = 1024
 #: seconds a request's head, its body, or an idle keep-alive connection may take
 DEFAULT_TIMEOUT_S: Final = 30.0
 BEHIND: Final = "promcp collect is behind: retry later"
+#: the INFO line logged for each run file written (``promcp finalize`` says those on stdout instead)
+FINALIZED: Final = "finalized %s"
 
 
 @dataclass
@@ -80,8 +85,20 @@ class CollectorStats:
     runs: list[Path] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """A decoded export request on its way to the recording worker: spooled as batch ``number``."""
+
+    kind: str
+    request: Any
+    number: int
+    replayed: bool
+
+
 class Collector:
-    """The receiver: an HTTP server on loopback, a bounded queue, one recording worker."""
+    """The receiver: an HTTP server on loopback, a bounded queue, one recording worker
+    (:class:`promcp.bounded_worker.BoundedWorker`). Problems and progress are logged on ``promcp.collect`` (and
+    ``promcp.collectors.otlp_runs``); ``promcp collect`` prints them through its one handler."""
 
     def __init__(
         self,
@@ -95,7 +112,6 @@ class Collector:
         max_body: int = DEFAULT_MAX_BODY,
         content: str = DEFAULT_CONTENT,
         max_content_bytes: int | None = DEFAULT_MAX_CONTENT_BYTES,
-        say: Callable[[str], None] = lambda _text: None,
         grpc: tuple[str, int] | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
@@ -111,15 +127,13 @@ class Collector:
         self.rotate_s, self.idle_s = rotate_s, idle_s
         self.max_body = max_body
         self.content, self.max_content_bytes = content, max_content_bytes
-        self.say = say
         self.stats = CollectorStats()
         self.sessions = otlp.ClaudeCodeSessions()
-        self.runs = OtlpRuns(out, content=content, max_content_bytes=max_content_bytes, say=say)
+        self.runs = OtlpRuns(out, content=content, max_content_bytes=max_content_bytes)
         self.mapper = SpanMapper(tokenizers.get(DEFAULT_TOKENIZER))
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self.max_pending, self.max_connections, self.timeout_s = max_pending, max_connections, timeout_s
-        self._pending = 0  # bytes of bodies read or queued, not recorded yet
+        self._reading = 0  # bytes of bodies being read and decoded (queued ones: the worker's backlog_bytes)
         self._connections = 0
         #: why the recording worker stopped (None while it runs): the receiver then answers 503 with it
         self.stopped: str | None = None
@@ -128,7 +142,21 @@ class Collector:
         self.grpc_port: int | None = None
         if grpc is not None:
             self._grpc, self.grpc_port = _grpc_server(self, *grpc)
-        self._worker = threading.Thread(target=self._work, name="promcp-collect", daemon=True)
+        # at most queue_size decoded requests (the one being recorded included); their bodies' bytes count against
+        # max_pending (reserve()); a full queue is a 503, never a wait; each recorded batch, and every second of quiet,
+        # ends with the due work (idle prompts, rotation); a failure stops the recording (_failed)
+        self._worker: BoundedWorker[_Batch] = BoundedWorker(
+            self._record_spooled,
+            name="promcp-collect",
+            max_items=queue_size,
+            full="refuse",
+            tick_s=1.0,
+            on_tick=self._due,
+            on_error=self._failed,
+            on_stop=self._finish,
+            start=False,
+        )
+        self._opened = time.monotonic()  # the open runs' start, for rotate_s (again at start())
         self._init_spool(content, max_content_bytes, spool_fsync)
         self._serving = threading.Thread(
             target=self._server.serve_forever, name="promcp-collect-http", daemon=True
@@ -140,6 +168,7 @@ class Collector:
         return str(host), int(port)
 
     def start(self) -> Collector:
+        self._opened = time.monotonic()
         self._worker.start()
         self._replaying.start()
         self._serving.start()
@@ -154,8 +183,7 @@ class Collector:
         self._server.shutdown()
         self._server.server_close()
         self._stop_replay()
-        self._queue.put(None)
-        self._worker.join()
+        self._worker.close()  # records what is queued, then every open prompt (_finish)
         if (
             not self._spool.closed
         ):  # the worker stopped before recording everything: left for the next process
@@ -201,12 +229,10 @@ class Collector:
     ) -> bool:
         """Write a decoded export request to the spool and queue it for the recording worker; False when the queue
         is full (back-pressure), the spool cannot be written, or the worker has stopped (:attr:`stopped` says
-        why). ``size``: its body's bytes, already reserved with :meth:`reserve` (released once recorded);
-        ``batch``: the body as received (None: a gRPC message, spooled as protobuf)."""
+        why). ``size``: its body's bytes, already reserved with :meth:`reserve` (held by the worker's queue until
+        recorded); ``batch``: the body as received (None: a gRPC message, spooled as protobuf)."""
         if self.stopped is not None or not self._spooled(kind, request, size, batch, replayed):
             return False
-        with self._lock:
-            self._pending += size  # held until the worker has recorded it
         with self._lock:
             self.stats.requests[kind] = self.stats.requests.get(kind, 0) + 1
         return True
@@ -214,7 +240,8 @@ class Collector:
     def reserve(self, size: int) -> bool:
         """Room for a body of ``size`` bytes while it is read and decoded (False: answer 503 without reading it)."""
         with self._lock:
-            if self._reading + self._pending + size > self.max_pending and (self._reading or self._pending):
+            pending = self._worker.backlog_bytes  # queued or being recorded
+            if self._reading + pending + size > self.max_pending and (self._reading or pending):
                 return False
             self._reading += size
             return True
@@ -222,8 +249,6 @@ class Collector:
     def release(self, size: int) -> None:
         with self._lock:
             self._reading -= size
-
-    _reading = 0
 
     def _reject(self, status: int, reason: str) -> tuple[int, bytes, str, str]:
         with self._lock:
@@ -255,7 +280,7 @@ class Collector:
 
         def problem(exc: Exception) -> None:
             self.stats.problems += 1
-            self.say(f"promcp collect: {exc} (span skipped)")
+            log.warning("promcp collect: %s (span skipped)", exc)
 
         spans = list(otlp_spans.span_records(request))
         self.stats.spans += len(spans)
@@ -270,7 +295,10 @@ class Collector:
             self.stats.events += self.runs.carried(rows) if rows else self.runs.mapped(resource, events)
 
     def _close(self) -> None:
-        self.stats.runs.extend(self.runs.close())
+        written = self.runs.close()
+        for path in written:
+            log.info(FINALIZED, path)
+        self.stats.runs.extend(written)
         self.stats.duplicates = self.runs.duplicates - self._replay_duplicates
         self.stats.unmapped = {**self.mapper.unmapped, **self.sessions.gemini.unmapped}
         self.stats.prompts = dict(self.runs.prompts)
@@ -291,51 +319,53 @@ class Collector:
             RecursionError,
         ) as exc:  # a value the mapping refuses: this request only
             self.stats.problems += 1
-            self.say(f"promcp collect: a {kind} request was not fully recorded: {exc or type(exc).__name__}")
+            log.warning(
+                "promcp collect: a %s request was not fully recorded: %s", kind, exc or type(exc).__name__
+            )
         except MemoryError:
             self.stats.lost += 1
-            self.say(f"promcp collect: a {kind} request was acknowledged but not recorded: out of memory")
+            log.warning("promcp collect: a %s request was acknowledged but not recorded: out of memory", kind)
 
-    def _work(self) -> None:
-        try:
-            self._work_loop()
-        except Exception as exc:  # the receiver must stop acknowledging what nobody records
-            self.stopped = (
-                f"promcp collect cannot record: its recording worker stopped ({type(exc).__name__}: {exc})"
-            )
-            self.stats.lost += 1 + self._queue.qsize()  # the request it was recording and those waiting
-            self.say(
-                f"{self.stopped}; {self.stats.lost} acknowledged request(s) not recorded (kept in the spool: "
-                f"the next 'promcp collect' on {self.out} or 'promcp finalize {self.out}' records them)"
-            )
+    # the worker's three hooks: after each batch and each second of quiet (_due), at close (_finish), on a failure
+    # (_failed: anything _record does not turn into a problem — the journal cannot be written, say)
 
-    def _work_loop(self) -> None:
-        opened = time.monotonic()
-        while True:
-            try:
-                item = self._queue.get(timeout=1.0)
-            except queue.Empty:
-                item = ()
-            if item is None:
-                break
-            if item:
-                kind, request, size, number, replayed = item
-                try:
-                    self._record_spooled(kind, request, number, replayed)
-                finally:
-                    del request, item
-                    with self._lock:
-                        self._pending -= size
-            quiet = self.sessions.idle(time.time_ns(), self.idle_s)
-            self._conversations(quiet)
-            if quiet:  # prompts journaled: the spool files they held may go
-                self._spool.recorded(None, self._held())
-            if self.rotate_s and time.monotonic() - opened >= self.rotate_s:
-                self._close()
-                opened = time.monotonic()
+    def _due(self) -> None:
+        """Prompts quiet for idle_s are journaled; every rotate_s the open runs are finalized."""
+        if self.stopped is not None:
+            return
+        quiet = self.sessions.idle(time.time_ns(), self.idle_s)
+        self._conversations(quiet)
+        if quiet:  # prompts journaled: the spool files they held may go
+            self._spool.recorded(None, self._held())
+        if self.rotate_s and time.monotonic() - self._opened >= self.rotate_s:
+            self._close()
+            self._opened = time.monotonic()
+
+    def _finish(self) -> None:
+        if self.stopped is not None:
+            return  # what it holds stays in the spool (stop() releases it for the next process)
         self._conversations(self.sessions.flush())
         self._close()
         self._spool.close()  # everything it held is journaled: nothing to replay
+
+    def _failed(self, batch: _Batch | None, exc: BaseException) -> None:
+        """The receiver must stop acknowledging what nobody records: 503 with the reason from now on; the batch it
+        was recording and those waiting stay in the spool (the worker skips them) for the next process."""
+        if self.stopped is not None:
+            return
+        waiting = self._worker.backlog_items - (batch is not None)
+        self.stopped = (
+            f"promcp collect cannot record: its recording worker stopped ({type(exc).__name__}: {exc})"
+        )
+        self.stats.lost += 1 + waiting  # the request it was recording (or its due work) and those waiting
+        log.warning(
+            "%s; %d acknowledged request(s) not recorded (kept in the spool: the next 'promcp collect' on %s or "
+            "'promcp finalize %s' records them)",
+            self.stopped,
+            self.stats.lost,
+            self.out,
+            self.out,
+        )
 
     # -- the spool: written before the 200 answer, replayed after a kill (promcp/_spool.py) -------------------------
 
@@ -356,33 +386,33 @@ class Collector:
         if batch is None:
             batch = SpooledBatch(kind, "application/x-protobuf", "", request.SerializeToString())
         with self._spool_lock:  # the only producer section: a free slot checked here stays free for the put
-            if self._queue.full():
+            if not self._worker.has_room(size):
                 return False
             try:
                 number = self._spool.write(batch)
             except OSError as exc:
                 if not self._spool_failed:  # said once; every such batch is answered 503
                     self._spool_failed = True
-                    self.say(
-                        f"promcp collect: cannot write the spool {self._spool.dir}: {exc.strerror or exc}"
+                    log.warning(
+                        "promcp collect: cannot write the spool %s: %s", self._spool.dir, exc.strerror or exc
                     )
                 return False
             self._spool_failed = False
-            try:
-                self._queue.put_nowait((kind, request, size, number, replayed))
-            except queue.Full:  # the stop sentinel took the slot
+            if not self._worker.put(_Batch(kind, request, number, replayed), size):  # closed since the check
                 self._spool.forget(number)
                 return False
         return True
 
-    def _record_spooled(self, kind: str, request: Any, number: int, replayed: bool) -> None:
+    def _record_spooled(self, batch: _Batch) -> None:
+        if self.stopped is not None:
+            return  # the recording stopped: the batch stays in the spool, counted lost when it stopped
         before = self.runs.duplicates
         try:
-            self._record(kind, request)
+            self._record(batch.kind, batch.request)
         finally:
-            if replayed:
+            if batch.replayed:
                 self._replay_duplicates += self.runs.duplicates - before
-            self._spool.recorded(number, self._held())
+            self._spool.recorded(batch.number, self._held())
 
     def _held(self) -> list[Any]:
         """The prompts whose records are held in memory, not journaled yet (their batches stay spooled)."""
@@ -414,8 +444,10 @@ class Collector:
             path.unlink(missing_ok=True)  # every batch of it is in this process's spool now
             with self._lock:
                 self.stats.replayed += count
-            self.say(
-                f"promcp collect: replayed {count} acknowledged batch(es) an earlier process left ({path.name})"
+            log.info(
+                "promcp collect: replayed %d acknowledged batch(es) an earlier process left (%s)",
+                count,
+                path.name,
             )
 
     def wait_replayed(self, timeout: float | None = None) -> None:
@@ -428,7 +460,7 @@ class Collector:
             self._replaying.join()
 
 
-def replay_spool(out: str | Path, say: Callable[[str], None] = lambda _text: None) -> CollectorStats | None:
+def replay_spool(out: str | Path) -> CollectorStats | None:
     """``promcp finalize``: record the batches a killed collector acknowledged and left in ``out``'s spool (with
     the content settings it ran with), as a restarted collector would; its stats (None: no spool was left)."""
     from promcp._spool import leftovers, settings
@@ -444,7 +476,6 @@ def replay_spool(out: str | Path, say: Callable[[str], None] = lambda _text: Non
         port=0,  # loopback, never announced: the replay is the only sender
         content=content if isinstance(content, str) else DEFAULT_CONTENT,
         max_content_bytes=limit if isinstance(limit, int) or limit is None else DEFAULT_MAX_CONTENT_BYTES,
-        say=say,
     ).start()
     collector.wait_replayed()
     return collector.stop()
@@ -542,9 +573,10 @@ class _Server(ThreadingHTTPServer):
             else:
                 owner._connections += 1
         if full:
-            owner.say(
-                f"promcp collect: connection from {client_address[0]} refused: "
-                f"{owner.max_connections} connections already open"
+            log.warning(
+                "promcp collect: connection from %s refused: %d connections already open",
+                client_address[0],
+                owner.max_connections,
             )
             self.shutdown_request(request)
             return
@@ -562,8 +594,8 @@ class _Server(ThreadingHTTPServer):
         import sys
 
         exc = sys.exc_info()[1]
-        self.owner.say(
-            f"promcp collect: connection from {client_address[0]} dropped: {type(exc).__name__}: {exc}"
+        log.warning(
+            "promcp collect: connection from %s dropped: %s: %s", client_address[0], type(exc).__name__, exc
         )
 
 

@@ -19,7 +19,11 @@ Every error promcp raises on purpose derives from :class:`PromcpError`, so calle
     ├── InstrumentationError   a hook target is missing from the installed mcp SDK
     └── ExportError            an OTLP destination of ``promcp export`` cannot be reached or refused the spans
 
-Warnings about input that was partly usable (a skipped line, a skipped file) are :class:`PromcpWarning`.
+Input that was partly usable (a skipped line, a skipped file) is not an error: it is logged as a warning on the
+``promcp.*`` logger of the module that skipped it (``promcp.store.discovery``, ``promcp.store.journal``…), the one
+channel every promcp problem goes through (docs/architecture.md, "Reporting problems"). :class:`PromcpWarning`, the
+``warnings`` category such problems were issued as before, is kept for code that imports it; promcp no longer issues
+it.
 """
 
 from __future__ import annotations
@@ -163,4 +167,6 @@ class ExportError(PromcpError):
 
 
 class PromcpWarning(UserWarning):
-    """Input was partly usable: something was skipped, the rest was kept."""
+    """Deprecated: no longer issued. Input that was partly usable (something skipped, the rest kept) is logged as a
+    warning on a ``promcp.*`` logger instead; capture it with :mod:`logging` (pytest: ``caplog``). Kept so that code
+    importing it or filtering on it still runs."""

@@ -38,7 +38,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Every dataset the session wrote (under pytest's temporary directory) opens in plain Parquet readers: a
     dataset root holds only Parquet under its Hive layout (tests/datasets.py). Datasets that promcp itself reads
     with a warning (tests that plant broken or foreign files on purpose) are left out."""
-    import warnings
+    import logging
 
     from tests.datasets import dataset_roots, reader_problems
 
@@ -50,14 +50,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     problems: list[str] = []
     checked = 0
+
+    class Caught(logging.Handler):  # a reader's warnings (a skipped file…) are logged on promcp.*
+        def __init__(self) -> None:
+            super().__init__(logging.WARNING)
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.records.append(record)
+
+    logger = logging.getLogger("promcp")
     for root in dataset_roots(Path(base)):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                load_table(root, columns=["run_id"])
-            except Exception:
-                continue
-        if caught:
+        caught = Caught()
+        logger.addHandler(caught)
+        try:
+            load_table(root, columns=["run_id"])
+        except Exception:
+            continue
+        finally:
+            logger.removeHandler(caught)
+        if caught.records:
             continue
         checked += 1
         problems += reader_problems(root)

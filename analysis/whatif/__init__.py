@@ -23,7 +23,12 @@ from promcp.analysis.whatif._catalog_eval import (
     TurnCost,
     evaluate_catalog,
 )
-from promcp.analysis.whatif._dataset_eval import DATASET_STRATEGIES, DatasetResult, evaluate_dataset
+from promcp.analysis.whatif._dataset_eval import (
+    DATASET_STRATEGIES,
+    DatasetResult,
+    evaluate_dataset,
+    skipped_note,
+)
 from promcp.analysis.whatif._fixtures import load_tools, query_file
 from promcp.analysis.whatif._queries import read_queries
 from promcp.analysis.whatif._result import (
@@ -82,6 +87,7 @@ __all__ = [
     "read_queries",
     "read_result",
     "scaling",
+    "skipped_note",
     "slim_tool",
     "strategies",
     "summarize",

@@ -16,7 +16,6 @@ A call whose schema texts are missing keeps the strategies that need them out of
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,7 +28,6 @@ from promcp.analysis.load import attrs_of
 from promcp.analysis.whatif import strategies as st
 from promcp.analysis.whatif._catalog_eval import hits, payloads, static_payloads
 from promcp.defaults import DEFAULT_TOKENIZER
-from promcp.errors import PromcpWarning
 from promcp.events import Phase, Stage
 from promcp.strategies.routing import Router
 from promcp.strategies.schema import form_of, render
@@ -92,7 +90,16 @@ def schema_tools(
 @dataclass
 class DatasetResult:
     turns: pd.DataFrame
-    skipped: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)  # why → LLM calls left out (see skipped_note)
+
+
+def skipped_note(skipped: Mapping[str, int]) -> str | None:
+    """What :attr:`DatasetResult.skipped` means, in one line (None: nothing was left out). ``whatif_dataset`` logs
+    it as a warning; the live-strategy comparison makes it a note of its section."""
+    if not skipped:
+        return None
+    detail = ", ".join(f"{s}: {n}" for s, n in skipped.items())
+    return f"LLM calls left out for lack of captured schema texts or prompt ({detail}); see docs/whatif.md"
 
 
 def _framing(
@@ -276,13 +283,6 @@ def evaluate_dataset(
                         "routing_ms": 0.0,
                     }
                 )
-    if skipped:
-        detail = ", ".join(f"{s}: {n}" for s, n in skipped.items())
-        warnings.warn(
-            f"LLM calls left out for lack of captured schema texts or prompt ({detail}); see docs/whatif.md",
-            PromcpWarning,
-            stacklevel=2,
-        )
     columns = [
         "run_id",
         "task",

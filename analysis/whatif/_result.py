@@ -10,6 +10,7 @@ result into the document every renderer prints (``--format json``: ``{…meta, "
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +18,18 @@ from typing import Any, Final
 
 import pandas as pd
 
-from promcp.analysis.whatif._dataset_eval import DATASET_STRATEGIES, evaluate_dataset, schema_tools
+from promcp.analysis.whatif._dataset_eval import (
+    DATASET_STRATEGIES,
+    evaluate_dataset,
+    schema_tools,
+    skipped_note,
+)
 from promcp.analysis.whatif._scaling import scaling
 from promcp.analysis.whatif._summary import SUMMARY_COLUMNS, summarize
 from promcp.errors import ConfigError
 from promcp.strategies.routing import Router, Scorer
+
+log = logging.getLogger(__name__)
 
 #: Where ``promcp report --html`` looks for a saved what-if result inside a dataset directory.
 #: A saved what-if result inside its dataset: ``_``-prefixed, so Parquet readers skip it (the dataset holds only
@@ -93,6 +101,9 @@ def whatif_dataset(
         router_factory=factory,
         tokenizer=tokenizer,
     )
+    note = skipped_note(res.skipped)
+    if note is not None:
+        log.warning("%s", note)
     turns = res.turns
     tokenizers = sorted(set(turns["tokenizer"])) if len(turns) else []
     full = turns[turns["strategy"] == "full"] if len(turns) else turns

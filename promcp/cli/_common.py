@@ -66,7 +66,9 @@ def _show_warning(
     file: Any = None,
     line: str | None = None,
 ) -> None:
-    if issubclass(category, PromcpWarning):  # said through the one handler (promcp/cli/_logging.py)
+    if issubclass(
+        category, PromcpWarning
+    ):  # deprecated, no longer issued by promcp: a caller's, said as one line
         logging.getLogger("promcp.warnings").warning("%s", message)
     else:
         stderr().print(

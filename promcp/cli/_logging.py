@@ -1,8 +1,9 @@
 """The one place promcp's problems reach a terminal: every library module logs to ``logging.getLogger(__name__)``
 (all under ``promcp``), and while a command runs this handler prints each record as one line on stderr —
 ``warning: …`` / ``error: …`` — never a traceback (an exception attached to a record adds its type and message).
-``--quiet`` leaves out what is only progress (INFO); problems are always said. The library's :class:`PromcpWarning`
-(data a reader skipped, for Python callers of ``promcp.analysis``) is printed through the same handler.
+``--quiet`` leaves out what is only progress (INFO); problems are always said. Data a reader skipped (a corrupt
+journal line, a foreign file) is such a warning too, so a Python caller of ``promcp.analysis`` sees it through
+``logging`` (with no handler configured, Python's last-resort handler prints it on stderr).
 
 No handler is installed on import: a program using promcp as a library configures logging its own way.
 """
@@ -14,7 +15,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 
-__all__ = ["OneLineHandler", "one_line", "promcp_logging"]
+__all__ = ["OneLineHandler", "one_line", "promcp_logging", "without_progress"]
 
 #: the logger every promcp module's logger is a child of
 ROOT = "promcp"
@@ -68,3 +69,22 @@ def promcp_logging(*, quiet: bool = False, say: Say = _plain) -> Iterator[OneLin
         logger.removeHandler(handler)
         logger.setLevel(saved[0])
         logger.propagate = saved[1]
+
+
+def _problems_only(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.WARNING
+
+
+@contextlib.contextmanager
+def without_progress(*names: str) -> Iterator[None]:
+    """While a command shows a progress display of its own: the INFO records of the ``names`` loggers are not
+    printed (problems still are) — ``promcp footprint``'s spinner says which server it starts, so the server pool's
+    "starting …" line would say it twice."""
+    loggers = [logging.getLogger(name) for name in names]
+    for logger in loggers:
+        logger.addFilter(_problems_only)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(_problems_only)

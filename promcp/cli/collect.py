@@ -82,7 +82,6 @@ def _run(args: argparse.Namespace) -> int:
             idle_s=args.idle,
             content=args.content,
             max_content_bytes=args.max_content_bytes,
-            say=lambda text: err.print(text, highlight=False, markup=False, soft_wrap=True),
             grpc=grpc,
         )
     except OSError as exc:

@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from promcp.cli._common import model_option, stdout
+from promcp.cli._logging import without_progress
 from promcp.host.doctor import Check
 
 DEFAULT_BENCHMARK = Path("benchmark.yaml")
@@ -57,12 +58,13 @@ def _run(args: argparse.Namespace) -> int:
 
     path = args.benchmark or (DEFAULT_BENCHMARK if DEFAULT_BENCHMARK.is_file() else None)
     backend = args.backend
-    checks = run_checks(
-        path,
-        args.tasks,
-        backend=backend,
-        model=model_option(backend or "llama-cpp", args.model) if args.model else None,
-        base_url=args.base_url,
-        servers=not args.no_servers,
-    )
+    with without_progress("promcp.host.servers.pool"):  # the table says which servers started
+        checks = run_checks(
+            path,
+            args.tasks,
+            backend=backend,
+            model=model_option(backend or "llama-cpp", args.model) if args.model else None,
+            base_url=args.base_url,
+            servers=not args.no_servers,
+        )
     return 0 if print_checks(checks, stdout()) else 1

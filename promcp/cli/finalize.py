@@ -59,16 +59,21 @@ def _replay_spool(path: Path) -> int:
 
     if not leftovers(path):
         return 0
-    from promcp.cli._common import stderr
-    from promcp.collect import replay_spool
+    import logging
 
-    err = stderr()
+    from promcp.collect import FINALIZED, replay_spool
 
-    def say(text: str) -> None:
-        if not text.startswith("finalized "):  # said on stdout below
-            err.print(text, highlight=False, markup=False, soft_wrap=True)
+    def not_finalized(record: logging.LogRecord) -> bool:
+        return (
+            record.msg != FINALIZED
+        )  # said on stdout below; the rest reaches stderr through the one handler
 
-    stats = replay_spool(path, say)
+    logger = logging.getLogger("promcp.collect")
+    logger.addFilter(not_finalized)
+    try:
+        stats = replay_spool(path)
+    finally:
+        logger.removeFilter(not_finalized)
     if stats is None:
         return 0
     for dest in stats.runs:

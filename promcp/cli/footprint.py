@@ -10,6 +10,7 @@ import os
 import sys
 
 from promcp.cli._common import stderr, stdout
+from promcp.cli._logging import without_progress
 from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.errors import ConfigError
 
@@ -128,7 +129,10 @@ def _run(args: argparse.Namespace) -> int:
     target = Target(
         name=args.name, command=tuple(command), url=args.url, transport=args.transport, env=_env(args.env)
     )
-    with stderr().status(f"starting {name} and listing its tools"):
+    with (
+        stderr().status(f"starting {name} and listing its tools"),
+        without_progress("promcp.host.servers.pool"),  # the status line says it
+    ):
         fp = measure(target, names, timeout_s=args.timeout, top_fields=args.top)
     verdict = judge(fp, budget=args.budget, baseline=baseline, tolerance=tolerance)
     doc = footprint_document(fp, verdict if (args.budget is not None or baseline is not None) else None)

@@ -3,7 +3,7 @@ the ``slim`` / ``dedup`` strategies would send instead.
 
 Counting rules (docs/footprint.md):
 
-* a tool's **schema tokens** are those of the INIT ``tools_discovery`` rule (:func:`promcp.stages.init.
+* a tool's **schema tokens** are those of the INIT ``tools_discovery`` rule (:func:`promcp.stages.startup.
   tool_footprints` over :func:`promcp.wire.mcp.tool_text_of`: compact JSON of ``name``, ``description`` and the
   input schema as ``parameters``) — the number ``promcp run`` and ``promcp report`` show for the same server;
   ``bytes`` are that text's UTF-8 bytes, ``listed_bytes`` the tool's JSON as the server listed it (with its
@@ -164,7 +164,7 @@ def footprint_of(
     from promcp import tokenizers
     from promcp.analysis.whatif import strategies
     from promcp.footprint._provider import split_names
-    from promcp.stages.init import tool_footprints
+    from promcp.stages.startup import tool_footprints
     from promcp.wire.mcp import tool_text_of
 
     exact_by = {e.name: e for e in exact}

@@ -81,7 +81,6 @@ def make_pool(
     backend: LLMBackend,
     log_dir: Path,
     home: Path,
-    on_status: Any = None,
 ) -> ServerPool:
     def render(server: str, tool: Tool) -> tuple[str, str]:
         spec = ToolSpec(tool.name, tool.description or "", dict(tool.input_schema or {}), server, tool.name)
@@ -95,7 +94,6 @@ def make_pool(
         home=home,
         render_tool=render,
         tokenizer=backend.tokenizer,
-        on_status=on_status,
     )
 
 
@@ -123,8 +121,7 @@ async def run_benchmark(
         backend=backend,
         log_dir=log_dir,
         home=workspace / ".home",
-        on_status=lambda s: notify("status", {"message": s}),
-    )
+    )  # its progress (servers starting) is logged on promcp.host.servers.pool
     agent = Agent(
         backend=backend,
         pool=pool,

@@ -16,7 +16,7 @@ from typing import Any
 from promcp.content import DEFAULT_MAX_CONTENT_BYTES
 from promcp.defaults import DEFAULT_TOKENIZER
 from promcp.recorder import Recorder
-from promcp.shims import _config, _handoff, _join, _mcp, _spans
+from promcp.shims import _config, _deferred, _join, _mcp, _spans
 from promcp.shims._patch import Patches
 
 __all__ = [
@@ -166,7 +166,7 @@ def flush(recorder: Recorder | None = None) -> None:
     """Journal every event recorded so far (the hooks hand events over when the caller's task next yields, and
     tokens are counted on the recorder's worker thread); returns when they are on disk. Flushes the recorder of
     :func:`instrument`, or ``recorder`` (call ``flush(rec)`` before ``rec.close()`` with :func:`record_session`)."""
-    _handoff.drain()
+    _deferred.drain()
     rec = recorder or _state.recorder
     if rec is not None:
         rec.flush()
@@ -178,7 +178,7 @@ def uninstrument() -> Path | None:
     Safe to call when not instrumented."""
     from promcp.recorder import _global_recorder
 
-    _handoff.drain()
+    _deferred.drain()
     with _state.lock:
         patches, rec, owns = _state.patches, _state.recorder, _state.owns_recorder
         _state.patches, _state.recorder, _state.owns_recorder = None, None, False

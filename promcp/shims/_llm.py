@@ -26,7 +26,7 @@ from promcp import stages
 from promcp import wire as wirefmt
 from promcp.events import Status
 from promcp.recorder import Recorder, current_recorder, current_scope
-from promcp.shims import _handoff, _join, _spans
+from promcp.shims import _deferred, _join, _spans
 from promcp.shims._config import settings, tokenizer_for
 from promcp.shims._patch import Patches, guard
 from promcp.stages import Failure, Instant, LLMCall
@@ -76,7 +76,7 @@ def _emit(
     exc: BaseException | None,
     prompt_ms: float | None = None,
 ) -> None:
-    _handoff.drain()  # MCP events still waiting for their hand-off come first (journal order = call order)
+    _deferred.drain()  # MCP events still deferred come first (journal order = call order)
     scope_round = current_scope().round
     for call in out.tool_calls if out else ():
         _join.join.add(call.name, call.join_arguments, call.id)

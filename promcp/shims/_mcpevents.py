@@ -4,7 +4,7 @@ The hooks (:mod:`promcp.shims._mcp`) keep instants, the messages as sent and rec
 module classifies the outcome and calls :mod:`promcp.stages` — spawn/ready once per connection, ``initialize`` /
 ``server/discover``, each ``tools/list`` page, and a ``tools/call``'s S3/S4 — with token counts and wire sizes
 computed on the recorder's worker (``Recorder.emit_later``). A ``tools/call``'s events are handed over when the
-caller's task next yields (:mod:`promcp.shims._handoff`).
+caller's task next yields (:mod:`promcp.shims._deferred`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from promcp import stages
 from promcp.events import Event, Phase, Status
 from promcp.recorder import Recorder, current_recorder, current_scope
-from promcp.shims import _handoff, _join
+from promcp.shims import _deferred, _join
 from promcp.shims import _spans as _otel
 from promcp.shims._calls import Call, SessionInfo
 from promcp.shims._config import footprint_tokenizer, settings
@@ -45,9 +45,9 @@ def finish(call: Call, result: Any, exc: BaseException | None) -> None:
     rec = call.info.recorder or current_recorder()
     end = settings.clock.now()
     if (
-        _handoff.pending()
+        _deferred.pending()
     ):  # earlier calls' events first: the journal's order (seq) stays the order calls ended in
-        _handoff.drain()
+        _deferred.drain()
     if call.received is None and exc is None:
         call.received = end
     call.info.pending.pop(call.request_id or "", None)
@@ -64,7 +64,7 @@ def finish(call: Call, result: Any, exc: BaseException | None) -> None:
     elif call.method == "tools/list":
         _on_tools_list(rec, call, raw, end, failure)
     elif call.method == "tools/call":  # the hot path: hand the events to the recorder once the caller yields
-        _handoff.run_later(functools.partial(_on_tools_call, rec, call, raw, end, failure))
+        _deferred.run_later(functools.partial(_on_tools_call, rec, call, raw, end, failure))
 
 
 def emit_startup(info: SessionInfo) -> None:

@@ -43,7 +43,6 @@ from promcp.stages.imported import (
     imported_output_text,
     imported_tool_events,
 )
-from promcp.stages.init import initialize_event, startup_event, tool_footprints, tools_discovery_event
 from promcp.stages.join import ToolCallJoin
 from promcp.stages.llm import (
     LLMCall,
@@ -57,6 +56,7 @@ from promcp.stages.llm import (
     usage_columns,
 )
 from promcp.stages.protocol import message_event
+from promcp.stages.startup import initialize_event, startup_event, tool_footprints, tools_discovery_event
 from promcp.stages.tools import (
     Counted,
     ToolsCall,

@@ -9,7 +9,7 @@ the store applies none of its own).
 from __future__ import annotations
 
 import json
-import warnings
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 
 from promcp.errors import (
     NotATraceError,
-    PromcpWarning,
     RunInProgressError,
     SchemaVersionError,
     TraceError,
@@ -38,6 +37,8 @@ from promcp.store.merged import Link, already_in_run_file
 from promcp.store.parquet import RunFile, gc_paused, run_table
 
 __all__ = ["content_files", "discover", "inspect_file", "inspect_pack", "journal_blobs", "read_in_place"]
+
+log = logging.getLogger(__name__)
 
 
 def inspect_file(path: Path) -> RunFile:
@@ -107,10 +108,10 @@ def _groups_in_place(root: Path, link: Link) -> Iterator[RunFile]:
         try:
             run = read_group_in_place(root, run_id, link=link)
         except RunInProgressError as exc:
-            warnings.warn(f"{exc}; its events are not included yet", PromcpWarning, stacklevel=2)
+            log.warning("%s; its events are not included yet", exc)
             continue
         except TraceError as exc:
-            warnings.warn(f"{exc}; parts skipped", PromcpWarning, stacklevel=2)
+            log.warning("%s; parts skipped", exc)
             continue
         if run is not None:
             yield run
@@ -130,9 +131,9 @@ def _run_dir_in_place(run_dir: Path, link: Link) -> RunFile | None:
     try:
         return read_group_in_place(root, run_id, link=link)
     except RunInProgressError as exc:
-        warnings.warn(f"{exc}; its newest events are not included yet", PromcpWarning, stacklevel=3)
+        log.warning("%s; its newest events are not included yet", exc)
     except TraceError as exc:
-        warnings.warn(f"{exc}; parts skipped", PromcpWarning, stacklevel=3)
+        log.warning("%s; parts skipped", exc)
     return None
 
 
@@ -155,7 +156,7 @@ def discover(path: Path, *, link: Link, finalize_journals: bool = False) -> list
     them into Parquet files first instead (what ``promcp finalize`` does). A run directory (or its events file)
     whose run has journal parts waiting — a process of the run killed after an earlier merge — is read together
     with them, as the dataset would be. Files that cannot be used are skipped
-    with a :class:`PromcpWarning` naming file and problem; if nothing usable remains, :class:`NotATraceError` (or
+    with a warning on the ``promcp.store.discovery`` logger naming file and problem; if nothing usable remains, :class:`NotATraceError` (or
     the single file's own error) is raised.
     """
     path = Path(path)
@@ -191,9 +192,9 @@ def discover(path: Path, *, link: Link, finalize_journals: bool = False) -> list
                 try:
                     runs.append(read_in_place(journal))
                 except RunInProgressError as exc:
-                    warnings.warn(f"{exc}; its events are not included yet", PromcpWarning, stacklevel=2)
+                    log.warning("%s; its events are not included yet", exc)
                 except TraceError as exc:
-                    warnings.warn(f"{exc}; journal skipped", PromcpWarning, stacklevel=2)
+                    log.warning("%s; journal skipped", exc)
         runs.extend(in_place)
         merged_again = {f"run_id={run.run.get('run_id')}" for run in in_place}  # their Parquet file is inside
         candidates = sorted(
@@ -206,7 +207,7 @@ def discover(path: Path, *, link: Link, finalize_journals: bool = False) -> list
         try:
             runs.extend(_inspect(candidate))
         except TraceError as exc:
-            warnings.warn(f"{exc}; file skipped", PromcpWarning, stacklevel=2)
+            log.warning("%s; file skipped", exc)
     if not runs:
         raise NotATraceError(
             "no promcp events found (expected events.parquet files or _journal/*.jsonl)", path=path

@@ -4,12 +4,11 @@ a dataset holds (``promcp finalize``). A journal whose run already has a Parquet
 
 from __future__ import annotations
 
-import warnings
+import logging
 from pathlib import Path
 
 from promcp.errors import (
     JournalError,
-    PromcpWarning,
     RunInProgressError,
     SchemaVersionError,
     StorageError,
@@ -23,12 +22,14 @@ from promcp.store.parquet import gc_paused, write_run
 
 __all__ = ["finalize", "finalize_pending"]
 
+log = logging.getLogger(__name__)
+
 
 def finalize(journal: Path, *, link: Link, keep_journal: bool = False) -> Path:
     """Turn a journal (finished, interrupted or killed) into the run's Parquet file; return its path.
 
     ``link`` joins the events when the journal is merged into a run file that already exists (a part of it).
-    Valid lines are kept and problems are reported as :class:`PromcpWarning`. The journal is removed only after
+    Valid lines are kept and problems are logged (``promcp.store.journal``, one warning per problem). The journal is removed only after
     the Parquet file is safely in place (``keep_journal`` keeps it). A disk that refuses the write raises
     :class:`StorageError` and leaves the journal as it was.
     """
@@ -107,11 +108,7 @@ def finalize_pending(root: Path, *, link: Link) -> list[Path]:
     done: list[Path] = []
     for journal in iter_journals(root):
         if is_live(journal):
-            warnings.warn(
-                f"{journal}: a process is still recording this run; left for it to finalize",
-                PromcpWarning,
-                stacklevel=2,
-            )
+            log.warning("%s: a process is still recording this run; left for it to finalize", journal)
             continue
         existing = finalized_run_file(journal)
         if existing is not None and already_in_run_file(journal, existing):
@@ -128,7 +125,7 @@ def finalize_pending(root: Path, *, link: Link) -> list[Path]:
         try:
             done.append(finalize(journal, link=link))
         except (JournalError, SchemaVersionError) as exc:
-            warnings.warn(f"{exc}; journal left in place", PromcpWarning, stacklevel=2)
+            log.warning("%s; journal left in place", exc)
     from promcp.store.parts import finalize_groups
 
     # runs several processes recorded, once none of them is still writing

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import threading
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +39,11 @@ from typing import Any, Literal
 
 import msgspec
 
-from promcp.errors import JournalError, PromcpWarning, SchemaVersionError, StorageError
+from promcp.errors import JournalError, SchemaVersionError, StorageError
 from promcp.events import SCHEMA_VERSION, Event, decode_event, encode_event
 from promcp.store.files import make_dirs, open_private, storage_error
+
+log = logging.getLogger(__name__)
 
 FsyncPolicy = Literal["group", "always", "interval", "never"]
 
@@ -295,7 +297,7 @@ def read_journal(path: Path, *, warn: bool = True) -> JournalContents:
             out.events = [e for e in out.events if e.seq not in settled]
     if warn:
         for problem in out.problems:
-            warnings.warn(f"{path}: {problem}", PromcpWarning, stacklevel=2)
+            log.warning("%s: %s", path, problem)
     return out
 
 

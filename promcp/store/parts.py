@@ -27,16 +27,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import secrets
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from promcp.errors import PromcpWarning, RunInProgressError, TraceError
+from promcp.errors import RunInProgressError, TraceError
 from promcp.events import Event
 from promcp.store.files import make_dirs
 from promcp.store.journal import (
@@ -67,6 +67,8 @@ __all__ = [
     "pending_groups",
     "read_group_in_place",
 ]
+
+log = logging.getLogger(__name__)
 
 PARTS_SUFFIX = ".parts"
 
@@ -213,7 +215,7 @@ def _read_parts(parts: list[Path]) -> list[JournalContents]:
         try:
             contents.append(read_journal(part))
         except TraceError as exc:  # an empty or foreign file: say so, keep it for a human to look at
-            warnings.warn(f"{exc}; part left in place", PromcpWarning, stacklevel=2)
+            log.warning("%s; part left in place", exc)
     contents.sort(key=lambda c: c.header.created_ns)
     return contents
 

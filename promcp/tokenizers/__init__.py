@@ -19,6 +19,7 @@ Counts are cached by a hash of the text: the same tool schemas are counted thous
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -40,6 +41,8 @@ __all__ = [
     "register",
     "register_model_alias",
 ]
+
+log = logging.getLogger(__name__)
 
 Factory = Callable[[str], BaseTokenizer]
 
@@ -92,12 +95,16 @@ def get(name: str) -> CachedTokenizer:
 def get_or_default(name: str, on_fallback: Callable[[str], object] | None = None) -> CachedTokenizer:
     """``get(name)``, or the default tokenizer (:data:`DEFAULT_TOKENIZER`) when ``name`` cannot be loaded (an
     unknown name, a ``gguf:`` file that is not here, a missing package): the one fallback every source uses. The
-    events name the tokenizer that counted; ``on_fallback`` gets one line saying why."""
+    events name the tokenizer that counted. The line saying why is a warning on ``promcp.tokenizers`` (the one
+    channel); ``on_fallback`` gets it instead, for the stdio MCP proxy, whose lines go straight to fd 2."""
     try:
         return get(name)
     except TokenizerError as exc:
+        line = f"tokenizer {name!r} unavailable ({exc}); counting with {DEFAULT_TOKENIZER}"
         if on_fallback is not None:
-            on_fallback(f"tokenizer {name!r} unavailable ({exc}); counting with {DEFAULT_TOKENIZER}")
+            on_fallback(line)
+        else:
+            log.warning("%s", line)
         return get(DEFAULT_TOKENIZER)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -232,12 +233,14 @@ def test_a_collector_file_export_imports_to_the_same_events(tmp_path: Path) -> N
     assert imported.equals(collected) and imported["stage"].tolist() == ["S1", "S6", "S5", "S6", "S5", "S6"]
 
 
-def test_a_stopped_recording_worker_makes_the_receiver_answer_503_and_say_why(tmp_path: Path) -> None:
+def test_a_stopped_recording_worker_makes_the_receiver_answer_503_and_say_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The worker dies (here: the dataset's _journal is a file, so nothing can be journaled): the request it was
     recording is counted lost and said; every later one gets 503 naming the reason, never a 200 nobody records."""
     (tmp_path / "_journal").write_text("not a folder")
-    said: list[str] = []
-    col = Collector(tmp_path, port=0, say=said.append).start()
+    caplog.set_level(logging.INFO, logger="promcp")
+    col = Collector(tmp_path, port=0).start()
     url = "http://{}:{}/v1/logs".format(*col.address)
     proto = {"content-type": "application/x-protobuf"}
     try:
@@ -250,6 +253,7 @@ def test_a_stopped_recording_worker_makes_the_receiver_answer_503_and_say_why(tm
     finally:
         col.stop()
     assert refused.status_code == 503 and "recording worker stopped" in refused.json()["message"]
+    said = [r.getMessage() for r in caplog.records if r.name == "promcp.collect"]
     assert any("recording worker stopped" in line and "_journal" in line for line in said), said
 
 

@@ -5,7 +5,10 @@ dataset — the prompts it still held in memory at the kill included (tests/coll
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from tests.collect_kill import kept, kill_and_restart
 
@@ -39,7 +42,9 @@ def test_finalize_replays_what_a_killed_collector_acknowledged(tmp_path: Path) -
     assert not list((out / "_spool").glob("*.spool"))
 
 
-def test_a_batch_the_spool_cannot_take_is_not_acknowledged(tmp_path: Path) -> None:
+def test_a_batch_the_spool_cannot_take_is_not_acknowledged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Disk full, read-only, or (here) the spool folder's name taken by a file: 503, said once, and nothing queued."""
     import httpx2 as httpx
 
@@ -47,8 +52,8 @@ def test_a_batch_the_spool_cannot_take_is_not_acknowledged(tmp_path: Path) -> No
     from tests.integration.test_collect import _request
 
     (tmp_path / "_spool").write_text("in the way")
-    said: list[str] = []
-    col = Collector(tmp_path, port=0, say=said.append).start()
+    caplog.set_level(logging.INFO, logger="promcp")
+    col = Collector(tmp_path, port=0).start()
     url = "http://{}:{}/v1/logs".format(*col.address)
     try:
         for _ in range(2):
@@ -56,11 +61,14 @@ def test_a_batch_the_spool_cannot_take_is_not_acknowledged(tmp_path: Path) -> No
             assert got.status_code == 503 and got.headers["retry-after"] == "1"
     finally:
         stats = col.stop()
+    said = [r.getMessage() for r in caplog.records if r.name == "promcp.collect"]
     assert sum("cannot write the spool" in line for line in said) == 1, said
     assert stats.requests == {} and stats.records == 0 and stats.rejected == {503: 2}
 
 
-def test_what_a_stopped_worker_could_not_record_is_recorded_by_the_next_collector(tmp_path: Path) -> None:
+def test_what_a_stopped_worker_could_not_record_is_recorded_by_the_next_collector(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The recording worker dies (the dataset's ``_journal`` is a file, found when the held prompts are journaled at
     stop): the batches it had acknowledged stay in the spool; once the folder is fixed, the next collector on it
     records them."""
@@ -71,8 +79,8 @@ def test_what_a_stopped_worker_could_not_record_is_recorded_by_the_next_collecto
     from tests.integration.test_collect import _request
 
     (tmp_path / "_journal").write_text("not a folder")
-    said: list[str] = []
-    col = Collector(tmp_path, port=0, say=said.append).start()
+    caplog.set_level(logging.INFO, logger="promcp")
+    col = Collector(tmp_path, port=0).start()
     url = "http://{}:{}/v1/logs".format(*col.address)
     proto = {"content-type": "application/x-protobuf"}
     acknowledged = []
@@ -82,10 +90,11 @@ def test_what_a_stopped_worker_could_not_record_is_recorded_by_the_next_collecto
                 acknowledged.append(f"w{n}")
     finally:
         stats = col.stop()
+    said = [r.getMessage() for r in caplog.records if r.name == "promcp.collect"]
     assert col.stopped is not None and stats.lost >= 1 and len(acknowledged) >= 2, (stats, said)
     assert any("kept in the spool" in line for line in said), said
     (tmp_path / "_journal").unlink()
-    again = Collector(tmp_path, port=0, say=said.append).start()
+    again = Collector(tmp_path, port=0).start()
     again.wait_replayed(30)
     stats = again.stop()
     assert stats.replayed == len(acknowledged), (stats, said)

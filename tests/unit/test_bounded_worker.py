@@ -134,7 +134,20 @@ def test_no_source_hand_rolls_a_queue_and_worker_of_its_own() -> None:
                 )
                 if any(n == "queue" or n.startswith("queue.") for n in names):
                     found.append(str(path.relative_to(repo)))
-    # promcp collect's queue is tied to its spool (written before the 200 answer, promcp/_spool.py), which landed
-    # beside this worker: moving it over is the one conversion left
-    assert found == ["promcp/collect.py"], found
-    assert (repo / "promcp" / "bounded_worker.py").is_file()
+    assert found == [], found
+    collect = (repo / "promcp" / "collect.py").read_text(encoding="utf-8")
+    assert "BoundedWorker(" in collect  # collect's spooled batches go through it too
+
+
+def test_has_room_says_whether_a_put_would_be_taken_now_and_is_false_once_closed() -> None:
+    """``promcp collect`` asks before it writes a batch to its spool, so what it spools is queued (or answered 503
+    without being written)."""
+    worker: BoundedWorker[int] = BoundedWorker(
+        lambda _i: None, name="t", max_items=1, full="refuse", start=False
+    )
+    assert worker.has_room(10**9)  # an empty queue takes any one item
+    assert worker.put(1) and not worker.has_room() and not worker.put(2)
+    worker.start()
+    assert worker.flush(timeout=5) and worker.has_room()
+    worker.close(timeout=5)
+    assert not worker.has_room() and not worker.put(3)

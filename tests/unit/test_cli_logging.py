@@ -4,6 +4,7 @@ never a traceback; ``--quiet`` leaves out progress only; nothing is installed fo
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +42,47 @@ def test_the_handler_is_gone_after_the_command() -> None:
     with promcp_logging():
         assert len(logger.handlers) == len(before[0]) + 1 and not logger.propagate
     assert (list(logger.handlers), logger.level, logger.propagate) == before
+
+
+def test_without_progress_drops_one_loggers_progress_while_a_command_shows_its_own(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from promcp.cli._logging import without_progress
+
+    pool = logging.getLogger("promcp.host.servers.pool")
+    with promcp_logging():
+        with without_progress("promcp.host.servers.pool"):
+            pool.info("starting calc")  # footprint's own status line says it
+            pool.warning("server calc: timeout, retry 1/2")
+            logging.getLogger("promcp.store.x").info("finalized x")
+        pool.info("starting calc")
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: server calc: timeout, retry 1/2",
+        "finalized x",
+        "starting calc",
+    ]
+
+
+def test_library_problems_reach_logging_not_warnings(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, recwarn: pytest.WarningsRecorder
+) -> None:
+    """One channel: a reader that skips a foreign file logs it on promcp.store.* (no ``warnings.warn``), so the CLI
+    and a library caller see the same line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import promcp.analysis as pa_
+    from promcp.events import Event, Stage
+    from promcp.recorder import Recorder
+
+    root = tmp_path
+    with Recorder(root, run_id="ok") as rec:
+        rec.emit(Event(stage=Stage.S3, task_id="t", round=1, footprint_tokens=1, latency_ms=0.5, tool="x"))
+    pq.write_table(pa.table({"a": [1]}), root / "foreign.parquet")
+    assert len(pa_.load(root)) == 1
+    said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert any(
+        name == "promcp.store.discovery" and level == logging.WARNING and "foreign.parquet" in text
+        for name, level, text in said
+    ), said
+    assert not [w for w in recwarn if "foreign" in str(w.message)]

@@ -216,6 +216,27 @@ def test_no_source_imports_the_cli() -> None:
     assert any(_under(d, "promcp.cli") for d in graph["promcp.cli.proxy"])  # the graph holds cli edges
 
 
+def test_every_command_module_is_registered() -> None:
+    """Strict command registration: every module of ``promcp/cli`` that defines a command (``add_parser``) is
+    listed in ``COMMAND_MODULES`` — a new command is never silently left out of ``promcp --help`` — and every
+    listed one exists (``build_parser`` imports each without a guard; tests/unit/test_cli.py runs their --help).
+    ``proxy_<name>.py`` modules are ``promcp proxy``'s subcommands, which ``cli/proxy.py`` registers from the
+    folder itself."""
+    from promcp.cli import COMMAND_MODULES
+
+    defining = sorted(
+        path.stem
+        for path in (REPO / "promcp" / "cli").glob("*.py")
+        if not path.stem.startswith(("_", "proxy_"))
+        and any(
+            isinstance(node, ast.FunctionDef) and node.name == "add_parser"
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+        )
+    )
+    assert defining == sorted(COMMAND_MODULES)
+    assert len(defining) >= 15
+
+
 def test_the_graph_reads_relative_function_level_and_submodule_imports(tmp_path: Path) -> None:
     """The graph the rules below check is the one Python executes: a lazy import inside a function, a relative
     import and ``from package import module`` each give the edge they run, an ``if TYPE_CHECKING:`` import only

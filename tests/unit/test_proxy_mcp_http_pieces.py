@@ -72,7 +72,6 @@ class Driver:
     def __init__(self, out: Path, run_id: str | None = None) -> None:
         self.clock = FakeClock(step_ms=1)
         tok = get_tokenizer("o200k_base")
-        self.said: list[str] = []
         registry = SessionRegistry(
             out=out,
             name="srv",
@@ -82,7 +81,6 @@ class Driver:
             max_content_bytes=None,
             timeout_s=None,
             meta={},
-            say=self.said.append,
         )
         self.sessions = HttpSessions(registry, max_message=1 << 20)
 
@@ -290,7 +288,7 @@ def test_a_late_message_for_an_ended_session_goes_into_that_sessions_run(tmp_pat
 
 
 def test_a_full_recording_queue_reports_the_exchange_lost_and_the_next_one_is_recorded(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The worker's queue (promcp/bounded_worker.py) refuses a hook: the loop never waits, the exchange is marked
     lost, only its end reaches the worker, which closes its requests ``no_response`` and counts and says it; the
@@ -316,7 +314,8 @@ def test_a_full_recording_queue_reports_the_exchange_lost_and_the_next_one_is_re
     q, r = _call(2, "after")
     d.exchange("POST", q, answer=r, session="A")
     d.stop()
-    assert s.lost == 1 and any("relayed but not recorded" in line for line in d.said), d.said
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("promcp.proxy.mcp.")]
+    assert s.lost == 1 and any("promcp proxy: " in m and "relayed but not recorded" in m for m in said), said
     (ev,) = _runs(out)
     init = ev[(ev["stage"] == "INIT") & (ev["phase"] == "initialize")].iloc[0]
     assert init["error_type"] == "no_response"  # reported, not silently dropped

@@ -1,4 +1,4 @@
-"""Deferred hand-off of tools/call events (promcp.shims._handoff.run_later / drain): run when the caller's task next
+"""Deferred emission of tools/call events (promcp.shims._deferred.run_later / drain): run when the caller's task next
 yields, under the caller's promcp scope, and never lost when the event loop stops first."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from promcp.recorder import current_scope, scope
-from promcp.shims import _handoff
+from promcp.shims import _deferred
 
 
 def test_runs_after_the_caller_yields_under_its_scope() -> None:
@@ -20,8 +20,8 @@ def test_runs_after_the_caller_yields_under_its_scope() -> None:
 
     async def caller() -> list[tuple[str | None, str | None]]:
         with scope(task_id="t1", tool_call_id="call_9"):
-            _handoff.run_later(note)
-            _handoff.run_later(note)  # one drain takes both
+            _deferred.run_later(note)
+            _deferred.run_later(note)  # one drain takes both
         before = list(seen)  # still on the caller's path: nothing ran yet
         await asyncio.sleep(0)
         return before
@@ -41,21 +41,21 @@ def test_nothing_lost_when_the_loop_stops_first_and_failures_contained() -> None
     try:
 
         async def schedule() -> None:
-            _handoff.run_later(boom)
-            _handoff.run_later(lambda: seen.append(1))
+            _deferred.run_later(boom)
+            _deferred.run_later(lambda: seen.append(1))
 
         loop.run_until_complete(schedule())  # completes without giving the scheduled drain an iteration
     finally:
         loop.close()
-    _handoff.drain()  # what promcp.shims.flush() and uninstrument() do
+    _deferred.drain()  # what promcp.shims.flush() and uninstrument() do
     assert seen == [1]
-    _handoff.drain()  # idempotent
+    _deferred.drain()  # idempotent
     assert seen == [1]
 
 
 def test_outside_an_event_loop_runs_now() -> None:
     seen: list[int] = []
-    _handoff.run_later(lambda: seen.append(7))
+    _deferred.run_later(lambda: seen.append(7))
     assert seen == [7]
 
 
@@ -79,7 +79,7 @@ def test_llm_events_after_pending_mcp_events_keep_journal_order(tmp_path: Path) 
 
     async def host() -> None:
         with rec.activate():
-            _handoff.run_later(lambda: rec.emit_later(mcp_build))  # a tools/call's pending hand-off
+            _deferred.run_later(lambda: rec.emit_later(mcp_build))  # a tools/call's deferred emission
             _llm.record_chat(
                 provider="p", request={"messages": [{"role": "user", "content": "q"}]}, response={}
             )

@@ -174,3 +174,16 @@ def test_one_fallback_to_the_default_tokenizer_says_why() -> None:
     assert tok.name == DEFAULT_TOKENIZER == tokenizers.for_model(None)
     assert len(said) == 1 and "gguf:/nonexistent/model.gguf" in said[0] and DEFAULT_TOKENIZER in said[0]
     assert tokenizers.get_or_default("cl100k_base", said.append).name == "cl100k_base" and len(said) == 1
+
+
+def test_a_fallback_nobody_asked_to_hear_is_a_warning_on_the_logging_channel(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The LLM proxy's recording passes no callback: its fallback is logged on promcp.tokenizers, not silent."""
+    from promcp.defaults import DEFAULT_TOKENIZER
+
+    assert tokenizers.get_or_default("gguf:/nonexistent/other.gguf").name == DEFAULT_TOKENIZER
+    said = [
+        r.getMessage() for r in caplog.records if r.name == "promcp.tokenizers" and r.levelname == "WARNING"
+    ]
+    assert len(said) == 1 and "other.gguf" in said[0] and DEFAULT_TOKENIZER in said[0], said

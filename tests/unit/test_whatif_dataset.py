@@ -158,16 +158,20 @@ def test_every_llm_call_recomputed(dataset: Path) -> None:
 
 def test_missing_schema_texts_are_reported_not_invented(dataset: Path) -> None:
     empty = load_content(dataset).iloc[0:0]
-    with pytest.warns(Warning, match="left out"):
-        res = whatif.evaluate_dataset(
-            load(dataset),
-            empty,
-            lambda n: tokenizers.get(n).count,
-            strategies=["slim", "topk"],
-            router_factory=_bm25,
-        )
-    assert res.skipped == {"slim": 2, "topk": 2}
+    res = whatif.evaluate_dataset(
+        load(dataset),
+        empty,
+        lambda n: tokenizers.get(n).count,
+        strategies=["slim", "topk"],
+        router_factory=_bm25,
+    )
+    assert res.skipped == {"slim": 2, "topk": 2}  # data for the caller, which says it
     assert set(res.turns["strategy"]) == {"full"}
+    assert whatif.skipped_note(res.skipped) == (
+        "LLM calls left out for lack of captured schema texts or prompt (slim: 2, topk: 2); see docs/whatif.md"
+    )
+    assert whatif.skipped_note({}) is None
+    # whatif_dataset (promcp whatif) logs it on promcp.*: tests/unit/test_report_html.py sees the CLI print it
 
 
 def test_cli_dataset_json(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ so a test or a script can read the page's numbers back. Its tables are the repor
 from __future__ import annotations
 
 import json
-import warnings
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,7 +34,9 @@ from promcp.analysis.views.html._tasks import Limits, task_data
 from promcp.analysis.views.jsondata import JsonRenderer
 from promcp.analysis.views.report import report_document
 from promcp.analysis.views.whatif import whatif_document
-from promcp.errors import ConfigError, PromcpWarning
+from promcp.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # not imported at run time: the what-if engine pulls in torch
     from promcp.analysis.whatif import WhatifResult
@@ -166,7 +168,7 @@ def find_whatif(dataset: str | Path) -> WhatifResult | None:
     """The what-if result saved in a dataset directory (``DATASET/_whatif.json``, or ``whatif.json`` as saved
     before), if there is one.
 
-    A saved file that is not a what-if result is left out with a :class:`~promcp.errors.PromcpWarning` naming it:
+    A saved file that is not a what-if result is left out with a warning logged naming it:
     the rest of the page does not depend on it.
     """
     from promcp.analysis.whatif._result import LEGACY_RESULT_FILE, RESULT_FILE, read_result
@@ -180,7 +182,7 @@ def find_whatif(dataset: str | Path) -> WhatifResult | None:
     try:
         return read_result(candidate)
     except ConfigError as exc:
-        warnings.warn(f"{exc}; the page has no what-if section", PromcpWarning, stacklevel=2)
+        log.warning("%s; the page has no what-if section", exc)
         return None
 
 

@@ -38,6 +38,9 @@ from promcp.tokenizers import CachedTokenizer
 
 __all__ = ["ServerPool"]
 
+#: the pool's progress (a server starting, a start retried) as INFO records: ``promcp run`` prints them as lines
+log = logging.getLogger(__name__)
+
 _TRANSPORTS = {"stdio": Transport.STDIO, "streamable_http": Transport.STREAMABLE_HTTP, "sse": Transport.SSE}
 
 
@@ -80,7 +83,6 @@ class ServerPool:
         home: Path,
         render_tool: Callable[[str, Tool], tuple[str, str]],
         tokenizer: CachedTokenizer,
-        on_status: Callable[[str], None] | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.configs = dict(servers)
@@ -91,7 +93,6 @@ class ServerPool:
         self.home = home
         self.render_tool = render_tool
         self.tokenizer = tokenizer
-        self.on_status = on_status or (lambda _s: None)
         self.live: dict[str, ServerConnection] = {}
         self.failed: dict[str, ServerError] = {}
         self._logs: list[IO[str]] = []
@@ -126,7 +127,7 @@ class ServerPool:
                 if attempt >= self.policy.retries:
                     raise
                 attempt += 1
-                self.on_status(f"server {name}: {exc.error_type}, retry {attempt}/{self.policy.retries}")
+                log.info("server %s: %s, retry %d/%d", name, exc.error_type, attempt, self.policy.retries)
                 await asyncio.sleep(self.policy.retry.delay(attempt))
 
     async def close(self) -> None:
@@ -155,7 +156,7 @@ class ServerPool:
         return f, path
 
     async def _start(self, cfg: ServerConfig, attempt: int) -> ServerConnection:
-        self.on_status(f"starting {cfg.name}")
+        log.info("starting %s", cfg.name)
         if self.reaper is None:
             self.reaper = Reaper()
         if self._sdk_log is None:

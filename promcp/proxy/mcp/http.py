@@ -54,7 +54,7 @@ __all__ = ["SOURCE", "STREAM_SILENCE_S", "McpHttpProxy", "serve"]
 STREAM_SILENCE_S = 24 * 3600.0
 
 
-def _say(text: str) -> None:
+def _say(text: str) -> None:  # the command's own start and summary lines (its problems are logged)
     with contextlib.suppress(OSError):
         os.write(2, f"promcp proxy: {text}\n".encode(errors="replace"))
 
@@ -117,7 +117,6 @@ class McpHttpProxy:
                 "proxy_pid": os.getpid(),
                 **(meta or {}),
             },
-            say=_say,
         )
         self.sessions = HttpSessions(registry, max_message=max_message)
         self._closed = False
@@ -134,7 +133,7 @@ class McpHttpProxy:
             if self._tokenizer is None:
                 from promcp import tokenizers
 
-                self._tokenizer = tokenizers.get_or_default(self._tokenizer_name, _say)
+                self._tokenizer = tokenizers.get_or_default(self._tokenizer_name)  # a fallback is logged
             return self._tokenizer
 
     def _observe(self, request: ProxyRequest) -> HttpExchange:

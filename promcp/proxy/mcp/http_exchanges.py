@@ -45,7 +45,7 @@ from promcp.proxy.mcp.http_hooks import (
     StreamChunks,
 )
 from promcp.proxy.mcp.observer import CLIENT, SERVER, Seen, error_failure
-from promcp.proxy.mcp.session_registry import Session, SessionRegistry, digest
+from promcp.proxy.mcp.session_registry import Session, SessionRegistry, digest, problem
 from promcp.proxy.mcp.sse_endpoint import SESSION_HEADER, event_end, is_event_stream, session_query
 from promcp.stages import Failure, Instant
 from promcp.wire import error_message, http_error_type
@@ -93,11 +93,11 @@ class HttpSessions:
     """The worker: exchanges in, each session's messages out to its observer (see the module's docstring)."""
 
     def __init__(self, registry: SessionRegistry, *, max_message: int) -> None:
-        """``registry``: the sessions, their runs and recorders (and the proxy's ``say`` and ``timeout_s``)."""
+        """``registry``: the sessions, their runs and recorders (and the proxy's ``timeout_s``). Problems are
+        logged (``promcp.proxy.mcp.*``)."""
         self.registry = registry
-        timeout_s, say = registry.timeout_s, registry.say
+        timeout_s = registry.timeout_s
         self.max_message = max_message
-        self.say = say
         self.errors = 0
         #: exchanges relayed whole whose recording was lost (the worker's queue was full, or stop() gave up)
         self.lost = 0
@@ -155,7 +155,7 @@ class HttpSessions:
         left = self._worker.close(timeout=STOP_TIMEOUT_S)
         if left:
             self.lost += len(left)
-            self.say(
+            problem(
                 f"{len(left)} exchange record(s) not recorded: the recording fell {STOP_TIMEOUT_S:g} s behind; "
                 "what the sessions journaled is kept (run `promcp finalize`)"
             )
@@ -175,7 +175,7 @@ class HttpSessions:
                 self.errors += 1
                 log.debug("recording error", exc_info=True)
                 if self.errors == 1:
-                    self.say(f"recording error ({type(exc).__name__}: {exc}); traffic is still relayed")
+                    problem(f"recording error ({type(exc).__name__}: {exc}); traffic is still relayed")
 
     def _handle(self, hook: Hook) -> None:
         ex = hook.exchange
@@ -199,9 +199,7 @@ class HttpSessions:
         """An exchange whose hooks the full queue refused: relayed whole, its recording reported lost."""
         self.lost += 1
         req = ex.request
-        log.warning("%s %s relayed but not recorded: the recording queue was full", req.method, req.path)
-        if self.lost == 1:
-            self.say(f"{req.method} {req.path} relayed but not recorded: the recording queue was full")
+        problem(f"{req.method} {req.path} relayed but not recorded: the recording queue was full")
         state = ex.state
         if state is not None and state.session is not None and state.request_ids:
             failure = Failure.of("no_response", "not recorded: the proxy's recording queue was full")

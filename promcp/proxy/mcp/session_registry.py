@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -32,6 +33,15 @@ from promcp.stages import Failure, Instant
 from promcp.tokenizers import CachedTokenizer
 
 __all__ = ["ENDED_KEPT", "MAX_SESSIONS", "SOURCE", "Session", "SessionRegistry", "digest"]
+
+log = logging.getLogger(__name__)
+
+
+def problem(text: str) -> None:
+    """A recording problem of the HTTP MCP proxy, on the one logging channel (``promcp proxy mcp`` prints it as a
+    ``warning:`` line)."""
+    log.warning("promcp proxy: %s", text)
+
 
 SOURCE = "proxy:mcp"
 #: sessions kept open at once; past it the least recently used one is ended (bounds memory)
@@ -74,13 +84,11 @@ class SessionRegistry:
         max_content_bytes: int | None,
         timeout_s: float | None,
         meta: Mapping[str, Any],
-        say: Callable[[str], None],
     ) -> None:
         self.out, self.name, self.run_id = out, name, run_id
         self.tokenizer, self.content, self.timeout_s = tokenizer, content, timeout_s
         self.max_content_bytes = max_content_bytes
         self.meta = dict(meta)
-        self.say = say
         self.sessions_seen = 0
         self.runs: list[str] = []
         self.bound: dict[tuple[str, str], Session] = {}
@@ -130,7 +138,8 @@ class SessionRegistry:
             timeout_s=self.timeout_s,
             relay_ms=False,
         )
-        observer.on_error = self.say
+        # the observer's one line (recording stopped, a tokenizer fallback) goes to the logging channel
+        observer.on_error = problem
         return observer
 
     def new(self, transport: Transport, key: tuple[str, str] | None, *, born_here: bool = True) -> Session:
@@ -200,7 +209,7 @@ class SessionRegistry:
             try:
                 session.recorder.close()
             except Exception as exc:
-                self.say(f"could not finish run {session.recorder.run_id} ({type(exc).__name__}: {exc})")
+                problem(f"could not finish run {session.recorder.run_id} ({type(exc).__name__}: {exc})")
 
     def stop(self, at: Instant) -> None:
         gone = Failure(Status.CANCELLED, "proxy_stopped", "the proxy stopped before the answer")

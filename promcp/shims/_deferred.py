@@ -1,4 +1,4 @@
-"""Deferred hand-off of events to the recorder: run when the caller's task next yields, in the order calls ended.
+"""Deferred emission of events to the recorder: run when the caller's task next yields, in the order calls ended.
 
 Waking the recorder's worker while the caller is still returning through the SDK (result validation, its own
 code) makes the two threads contend for the GIL on the call's path (~100 µs of caller CPU per call measured in
@@ -46,7 +46,7 @@ def _in_scope(sc: Scope, fn: Callable[[], Any]) -> None:
 
 
 def drain() -> None:
-    """Run every deferred event hand-off now (idempotent, any thread)."""
+    """Run every deferred emission now (idempotent, any thread)."""
     while True:
         try:
             sc, fn = _later.popleft()
