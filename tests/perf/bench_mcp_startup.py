@@ -81,7 +81,23 @@ def _read_answer(proc: subprocess.Popen[bytes], rid: int) -> None:
             return
 
 
-def one_start(command: list[str], env: dict[str, str] | None = None) -> float:
+def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of every start: this one, without ``PYTHONDONTWRITEBYTECODE`` — an installed promcp runs from
+    compiled modules (pip compiles them), so the warm-up start of each arm writes them and the measured ones use
+    them (a tree run from source without them spends ~8 ms more compiling promcp's relay modules on every start)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, **(extra or {})}
+
+
+def _recorded(out: Path, timeout_s: float = 60.0) -> None:
+    """Wait until every wrapped session's recorder has finished (its frame journal is gone): a recorder still
+    loading its tokenizer would otherwise take the CPU from the next round's starts."""
+    deadline = time.monotonic() + timeout_s
+    while list(out.glob("_journal/*.parts/.frames-*")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def one_start(command: list[str], env: dict[str, str] | None = None, out: Path | None = None) -> float:
     """Milliseconds from Popen to the ``initialize`` answer."""
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -102,6 +118,8 @@ def one_start(command: list[str], env: dict[str, str] | None = None) -> float:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    if out is not None:
+        _recorded(out)
     return took
 
 
@@ -122,14 +140,14 @@ def bench(name: str, rounds: int, out: Path, before: Path | None = None) -> dict
             name,
         ]
         wrapped += ["--", *bare]
-    arms: dict[str, tuple[list[str], dict[str, str] | None]] = {
-        "bare": (bare, None),
-        "wrapped": (wrapped, None),
+    arms: dict[str, tuple[list[str], dict[str, str], Path | None]] = {
+        "bare": (bare, _child_env(), None),
+        "wrapped": (wrapped, _child_env(), out),
     }
     if before is not None and name != "python floor":
-        arms["before"] = (wrapped, {**os.environ, "PYTHONPATH": str(before)})
-    for command, env in arms.values():  # warm the file cache for every arm
-        one_start(command, env)
+        arms["before"] = (wrapped, _child_env({"PYTHONPATH": str(before)}), out)
+    for command, env, folder in arms.values():  # warm the file cache (and compile promcp) for every arm
+        one_start(command, env, folder)
     names = list(arms)
     times: dict[str, list[float]] = {kind: [] for kind in names}
     diffs: dict[str, list[float]] = {kind: [] for kind in names if kind != "bare"}

@@ -319,19 +319,49 @@ def test_parts_left_by_killed_processes_are_read_in_place_and_finalized_on_reque
     ]
 
 
-def test_held_frames_of_both_directions_replay_in_arrival_order() -> None:
-    """Frames held while the recorder loads (stdio proxy) reach the observer in the order their bytes arrived,
-    across the two directions: a ``tools/list`` answer replayed before its request was recorded as a bare protocol
-    message, not the INIT tools_discovery (seen with the real Codex CLI)."""
-    from promcp.proxy.mcp.stdio import _Tap, attach_taps
+def test_the_frame_journal_reads_back_what_the_relay_wrote_and_stops_at_a_cut_record(tmp_path: Path) -> None:
+    """The stdio relay's frame journal (promcp/proxy/mcp/frame_journal.py): records read back in the order they were
+    written across both directions, an oversize frame as its edges, a record cut by a kill not read (and read once
+    it is whole); the file is owner-only in an owner-only folder, and a journal nobody is on is an orphan."""
+    import os
+    import stat
 
-    client, server = _Tap("client", 1 << 20), _Tap("server", 1 << 20)
-    client.feed(b'{"id":1,"method":"initialize"}\n', 10, 11)
-    server.feed(b'{"id":1,"result":{}}\n', 30, 31)
-    client.feed(b'{"id":2,"method":"tools/list"}\n', 50, 51)
-    server.feed(b'{"id":2,"result":{"tools":[]}}\n', 70, 71)
-    seen: list[tuple[str, int]] = []
-    attach_taps([server, client], lambda origin, frame: seen.append((origin, frame.last_ns)))
-    assert seen == [("client", 10), ("server", 30), ("client", 50), ("server", 70)]
-    client.feed(b'{"id":3,"method":"tools/call"}\n', 90, 91)  # live once attached
-    assert seen[-1] == ("client", 90) and not client._held and not server._held
+    from promcp.proxy.mcp import frame_journal as fj
+    from promcp.proxy.mcp.frames import Frame
+
+    folder = tmp_path / "_journal" / "r.parts"
+    w = fj.JournalWriter(str(folder), "mcp-x")
+    assert stat.S_IMODE(os.stat(w.path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(folder.parent).st_mode) == 0o700
+    w.record(fj.HEADER, payload=b"{}")
+    w.frame(0, Frame(b'{"id":1,"method":"initialize"}\n', 31, 10, 11, 12), 1000)
+    w.frame(1, Frame(None, 10_000, 30, 31, 32, b"head\ntail"), 2000)
+    fd = os.open(w.path, os.O_RDONLY)
+    assert fj.check_magic(fd)
+    got = [rec for rec, _ in fj.read_records(fd, len(fj.MAGIC), 1 << 20)]
+    assert [(r.kind, r.origin, r.flags) for r in got] == [
+        (fj.HEADER, 0, 0),
+        (fj.FRAME, 0, 0),
+        (fj.FRAME, 1, 1),
+    ]
+    assert got[1].payload == b'{"id":1,"method":"initialize"}\n' and got[1].numbers[:5] == (
+        31,
+        10,
+        11,
+        12,
+        1000,
+    )
+    assert got[2].payload == b"head\ntail" and got[2].numbers[0] == 10_000
+    end = os.path.getsize(w.path)
+    with open(w.path, "ab") as fh:  # a record whose payload is not all there yet
+        fh.write(fj._HEAD.pack(fj.FRAME, 1, 0, 5, 1, 2, 3, 4, 5, 0) + b"ab")
+    assert [rec.kind for rec, _ in fj.read_records(fd, end, 1 << 20)] == []
+    with open(w.path, "ab") as fh:
+        fh.write(b"c\n\n")
+    assert [rec.payload for rec, _ in fj.read_records(fd, end, 1 << 20)] == [b"abc\n\n"]
+    assert fj.journals(str(folder)) == [w.path]
+    assert fj.is_live(w.path)  # the relay is on it
+    w.close()
+    assert not fj.is_live(w.path)  # nobody is: an orphan
+    os.close(fd)
