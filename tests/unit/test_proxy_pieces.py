@@ -321,13 +321,12 @@ def test_parts_left_by_killed_processes_are_read_in_place_and_finalized_on_reque
 
 def test_the_frame_journal_reads_back_what_the_relay_wrote_and_stops_at_a_cut_record(tmp_path: Path) -> None:
     """The stdio relay's frame journal (promcp/proxy/mcp/frame_journal.py): records read back in the order they were
-    written across both directions, an oversize frame as its edges, a record cut by a kill not read (and read once
-    it is whole); the file is owner-only in an owner-only folder, and a journal nobody is on is an orphan."""
+    written across both directions, a record cut by a kill not read (and read once it is whole); the file is
+    owner-only in an owner-only folder, and a journal nobody is on is an orphan."""
     import os
     import stat
 
     from promcp.proxy.mcp import frame_journal as fj
-    from promcp.proxy.mcp.frames import Frame
 
     folder = tmp_path / "_journal" / "r.parts"
     w = fj.JournalWriter(str(folder), "mcp-x")
@@ -335,27 +334,21 @@ def test_the_frame_journal_reads_back_what_the_relay_wrote_and_stops_at_a_cut_re
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(folder.parent).st_mode) == 0o700
     w.record(fj.HEADER, payload=b"{}")
-    w.frame(0, Frame(b'{"id":1,"method":"initialize"}\n', 31, 10, 11, 12), 1000)
-    w.frame(1, Frame(None, 10_000, 30, 31, 32, b"head\ntail"), 2000)
+    w.chunk(0, 10, b'{"id":1,"method":"initialize"}\n')
+    w.forwarded(0, 12)
+    w.skipped(1, 30, 65536, b"tail")
+    w.eof(1, 40)
     fd = os.open(w.path, os.O_RDONLY)
     assert fj.check_magic(fd)
     got = [rec for rec, _ in fj.read_records(fd, len(fj.MAGIC), 1 << 20)]
-    assert [(r.kind, r.origin, r.flags) for r in got] == [
-        (fj.HEADER, 0, 0),
-        (fj.FRAME, 0, 0),
-        (fj.FRAME, 1, 1),
-    ]
-    assert got[1].payload == b'{"id":1,"method":"initialize"}\n' and got[1].numbers[:5] == (
-        31,
-        10,
-        11,
-        12,
-        1000,
-    )
-    assert got[2].payload == b"head\ntail" and got[2].numbers[0] == 10_000
+    assert [(r.kind, r.origin) for r in got] == [
+        (fj.HEADER, 0), (fj.CHUNK, 0), (fj.FORWARDED, 0), (fj.SKIPPED, 1), (fj.EOF, 1),
+    ]  # fmt: skip
+    assert got[1].payload == b'{"id":1,"method":"initialize"}\n' and got[1].numbers[0] == 10
+    assert got[2].numbers[0] == 12 and got[3].numbers[2] == 65536 and got[3].payload == b"tail"
     end = os.path.getsize(w.path)
     with open(w.path, "ab") as fh:  # a record whose payload is not all there yet
-        fh.write(fj._HEAD.pack(fj.FRAME, 1, 0, 5, 1, 2, 3, 4, 5, 0) + b"ab")
+        fh.write(fj._HEAD.pack(fj.CHUNK, 1, 0, 5, 1, 2, 0, 0, 0, 0) + b"ab")
     assert [rec.kind for rec, _ in fj.read_records(fd, end, 1 << 20)] == []
     with open(w.path, "ab") as fh:
         fh.write(b"c\n\n")
@@ -365,3 +358,16 @@ def test_the_frame_journal_reads_back_what_the_relay_wrote_and_stops_at_a_cut_re
     w.close()
     assert not fj.is_live(w.path)  # nobody is: an orphan
     os.close(fd)
+
+
+def test_an_oversize_frame_skipped_in_the_middle_is_the_frame_the_relay_saw() -> None:
+    """The relay journals only the count and last bytes of an oversize frame's middle; the recorder's framing
+    (``LineFrames.skip``) gives the frame the relay's own framing would: its size, instants and edges."""
+    whole, cut = LineFrames(max_frame=600), LineFrames(max_frame=600)
+    head, middle, end = b"h" * 700, b"m" * 5000 + b"TAIL", b"e" * 10 + b"\n"
+    assert whole.feed(head, 1, 2) == [] and cut.feed(head, 1, 2) == []
+    assert whole.feed(middle, 3, 4) == []
+    cut.skip(len(middle), middle[-512:])
+    (a,) = whole.feed(end, 5, 6)
+    (b,) = cut.feed(end, 5, 6)
+    assert a == b and a.data is None and a.size == 5715 and b"TAIL" in a.edges

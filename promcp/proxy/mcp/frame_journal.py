@@ -1,11 +1,17 @@
-"""The stdio proxy's frame journal: every frame the relay passed on, as it passed, for its recorder to read.
+"""The stdio proxy's frame journal: every byte the relay passed on, as it passed, for its recorder to read.
 
-The relay (:mod:`.stdio`) appends one record per frame — direction, size, the monotonic instants its first byte
-arrived, its last byte arrived and it was forwarded, the wall clock at that moment, and its bytes (an oversize frame:
-only its first and last bytes, :class:`~.frames.LineFrames`' bound) — with a single ``os.writev`` to a file opened
-``O_APPEND``; a few records say what else happened (the server spawned, failed to start, exited). The recorder
-process (:mod:`.stdio_recorder`) reads the same file as it grows and builds the events. A SIGKILL of the relay loses
-no frame it had relayed: the bytes are in the file (the kernel's page cache) before the next read.
+The relay (:mod:`.stdio`) appends, for every chunk it reads from either side, a record of the chunk — direction,
+the monotonic instant it arrived, the wall clock then, its bytes — *before* it forwards the chunk, and a second small
+record with the instant the forward ended, after. Each record is one ``os.writev`` to a file opened ``O_APPEND``. A
+few records say what else happened (the server spawned, failed to start, exited; a direction reached EOF). The
+recorder process (:mod:`.stdio_recorder`) reads the file as it grows, cuts the chunks into frames with the same
+:class:`~.frames.LineFrames` and the same instants the relay's own framing had, and builds the events. A SIGKILL of
+the relay loses nothing it relayed: a chunk is in the file (the kernel's page cache) before it is forwarded; a
+chunk whose forward record is missing is recorded as not known to have been forwarded.
+
+Bounds: the relay holds one chunk (64 KiB) per direction, never a frame. Bytes in the middle of a frame already
+longer than ``--max-frame`` are not written, only their count and last bytes (:data:`SKIPPED`): the frame is then
+recorded as oversize, as before, and the file grows with the traffic, not with a runaway line.
 
 Where and how::
 
@@ -29,12 +35,11 @@ import fcntl
 import os
 import struct
 import threading
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-    from promcp.proxy.mcp.frames import Frame
 
 __all__ = [
     "HEADER",
@@ -51,14 +56,18 @@ SUFFIX = ".fj"
 #: kind, origin, flags, payload length, six numbers
 _HEAD = struct.Struct("<cBHI6q")
 HEADER = b"H"  # payload: the session's options (JSON)
-FRAME = (
-    b"F"  # origin; numbers: size, first, last, forwarded (monotonic ns), wall ns at forwarded; payload: bytes
+CHUNK = (
+    b"C"  # origin; numbers: read (monotonic ns), wall ns then; payload: the bytes, written before the forward
 )
+SKIPPED = b"K"  # origin; numbers: read, wall, bytes skipped; payload: their last EDGE bytes (an oversize frame's middle)
+FORWARDED = (
+    b"F"  # origin; numbers: the forward's end (monotonic ns), wall ns then (for the origin's last chunk)
+)
+EOF = b"Z"  # origin; numbers: when its stream ended, wall ns then
 SPAWNED = b"S"  # numbers: spawn start, spawn end, pid, wall ns at spawn end
 SPAWN_FAILED = b"X"  # numbers: start, end, errno, wall; payload: the OS's message
-EXITED = b"E"  # numbers: return code, exit ns, first output ns (-1: none), dropped frames, wall; flags below
+EXITED = b"E"  # numbers: return code, exit ns, first output ns (-1: none), dropped chunks, wall; flags below
 ORIGINS = ("client", "server")
-OVERSIZE = 1  # FRAME: the payload is the frame's edges, not the frame
 CLIENT_CLOSED, SIGNALLED = 1, 2  # EXITED
 
 
@@ -140,12 +149,19 @@ class JournalWriter:
         nums = (*numbers, 0, 0, 0, 0, 0, 0)[:6]
         return self._write([_HEAD.pack(kind, origin, flags, len(payload), *nums), payload])
 
-    def frame(self, origin: int, frame: Frame, wall_ns: int) -> None:
-        data = frame.data
-        payload, flags = (data, 0) if data is not None else (frame.edges, OVERSIZE)
-        numbers = (frame.size, frame.first_ns, frame.last_ns, frame.forwarded_ns, wall_ns)
-        if not self.record(FRAME, numbers, payload, origin, flags):
+    def chunk(self, origin: int, read_ns: int, data: bytes) -> None:
+        if not self.record(CHUNK, (read_ns, time.time_ns()), data, origin):
             self.dropped += 1
+
+    def skipped(self, origin: int, read_ns: int, n: int, tail: bytes) -> None:
+        if not self.record(SKIPPED, (read_ns, time.time_ns(), n), tail, origin):
+            self.dropped += 1
+
+    def forwarded(self, origin: int, forwarded_ns: int) -> None:
+        self.record(FORWARDED, (forwarded_ns, time.time_ns()), origin=origin)
+
+    def eof(self, origin: int, at_ns: int) -> None:
+        self.record(EOF, (at_ns, time.time_ns()), origin=origin)
 
     def close(self) -> None:
         """Close the file (the relay's lock goes with it); the recorder removes it."""

@@ -79,6 +79,13 @@ class LineFrames:
             frames.append(self._frame(read_ns, forwarded_ns))
         return frames
 
+    def skip(self, n: int, tail: bytes) -> None:
+        """``n`` more bytes of an oversize frame that were not kept (only their last ``tail`` bytes): counted, and
+        its last bytes kept. The stdio relay journals the middle of such a frame this way."""
+        self._size += n
+        self._parts, self._kept = [], self.max_frame + 1
+        self._tail = (self._tail + tail)[-EDGE:]
+
     def close(self, read_ns: int, forwarded_ns: int) -> list[Frame]:
         """The last frame when the stream ended without its newline."""
         return [self._frame(read_ns, forwarded_ns)] if self._size else []

@@ -7,14 +7,16 @@ The client starts the proxy where it would start the server. Two processes do th
   ``PROMCP_MCP_ENV_*`` values ``promcp record`` passes: promcp/proxy/mcp/env_refs.py) and working directory and
   stands in the middle of its stdin and stdout. Each direction is one thread that reads whatever arrived
   (``os.read``, up to 64 KiB) and writes it on at once, whole — nothing waits for a frame boundary, nothing is
-  changed, reordered or dropped. Only then is the chunk cut into newline-delimited JSON-RPC frames
-  (:class:`~.frames.LineFrames`) and each frame appended to the session's **frame journal** (:mod:`.frame_journal`:
-  one write per frame, owner-only, in the run's parts folder). The server's stderr is the proxy's own (inherited).
+  changed, reordered or dropped — after appending it to the session's **frame journal** (:mod:`.frame_journal`:
+  one write per chunk, owner-only, in the run's parts folder; the middle of a frame longer than ``--max-frame`` only
+  counted), so a kill at any moment leaves every byte the relay passed on in the journal. The relay keeps no frame:
+  its memory is a chunk per direction. The server's stderr is the proxy's own (inherited).
 * **the recorder** (:mod:`.stdio_recorder`), a second Python process in its own session (the client's kill of the
   proxy's group does not reach it) at a lower priority. The relay starts it right after the server; it waits until
   the server has answered ``initialize`` and the request after it (or a grace period, or the session's end) before
-  it loads the recorder, the stage builders and the tokenizer, reads the journal as it grows, builds the same
-  events the observer always did (:class:`~.observer.McpObserver`), and once the relay is gone and the journal is
+  it loads the recorder, the stage builders and the tokenizer, reads the journal as it grows, cuts the chunks into
+  newline-delimited JSON-RPC frames (:class:`~.frames.LineFrames`, with the instants the relay read), builds the
+  same events the observer always did (:class:`~.observer.McpObserver`), and once the relay is gone and the journal is
   read, closes its journal part, removes the frame journal and merges the run.
 
 So the server boots while nothing heavier than a line copier runs beside it (tests/perf/bench_mcp_startup.py,
@@ -43,7 +45,7 @@ import time
 from promcp.proxy._group import resolve_target
 from promcp.proxy.mcp import frame_journal as fj
 from promcp.proxy.mcp.env_refs import without_refs
-from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME, LineFrames
+from promcp.proxy.mcp.frames import DEFAULT_MAX_FRAME, EDGE
 
 TYPE_CHECKING = False  # no ``typing`` at run time (docs/proxy.md "Start-up")
 if TYPE_CHECKING:
@@ -201,17 +203,19 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class _Pump(threading.Thread):
-    """Copies one pipe to another as bytes arrive, then journals the frames the bytes completed."""
+    """Copies one pipe to another as bytes arrive, journaling each chunk before it is forwarded (and the instant
+    the forward ended, after): a kill at any point leaves every byte it passed on in the journal."""
 
     def __init__(
         self, src: int, dst: int, origin: int, journal: fj.JournalWriter | None, max_frame: int, name: str
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.src, self.dst, self.origin, self.journal = src, dst, origin, journal
-        self.frames = LineFrames(max_frame)
+        #: bytes of an unfinished frame past which its middle is not journaled (counted; the frame is oversize)
+        self.limit = max(max_frame, EDGE)
         self.first_read_ns: int | None = None
-        self.frames_seen = 0
-        self.busy = False  # journaling a message it already relayed (a 50 MB result takes a while)
+        self.frames_seen = 0  # newlines passed on
+        self.busy = False  # journaling or forwarding a chunk it read
         self.eof = threading.Event()
         self.on_eof: Callable[[], None] | None = None
         self.on_broken: Callable[[], None] | None = None
@@ -219,6 +223,8 @@ class _Pump(threading.Thread):
 
     def run(self) -> None:
         clock = time.perf_counter_ns
+        journal, origin = self.journal, self.origin
+        pending = 0  # bytes since the last newline
         try:
             while True:
                 try:
@@ -228,40 +234,37 @@ class _Pump(threading.Thread):
                 if not chunk:
                     break
                 read_ns = clock()
+                self.busy = True
+                if self.first_read_ns is None:
+                    self.first_read_ns = read_ns
+                newline = chunk.rfind(b"\n")
+                if journal is not None:
+                    if (
+                        newline < 0 and pending > self.limit
+                    ):  # inside an oversize frame: its size and last bytes
+                        journal.skipped(origin, read_ns, len(chunk), chunk[-EDGE:])
+                    else:
+                        journal.chunk(origin, read_ns, chunk)
+                pending = pending + len(chunk) if newline < 0 else len(chunk) - newline - 1
                 try:
                     _write_all(self.dst, chunk)
                 except OSError:
                     if self.on_broken is not None:
                         self.on_broken()
                     break
-                forwarded_ns = clock()
-                if self.first_read_ns is None:
-                    self.first_read_ns = read_ns
-                self.busy = True
-                try:
-                    self._journal(self.frames.feed(chunk, read_ns, forwarded_ns))
-                except Exception as exc:  # the recording side must never stop the relay
-                    _say(f"recording error ({type(exc).__name__}: {exc}); traffic is still relayed")
                 finally:
                     self.busy = False
+                if journal is not None:
+                    journal.forwarded(origin, clock())
+                if newline >= 0 and self.on_frames is not None:
+                    self.frames_seen += chunk.count(b"\n")
+                    self.on_frames(self.frames_seen)
         finally:
-            with contextlib.suppress(Exception):
-                now = clock()
-                self._journal(self.frames.close(now, now))
+            if journal is not None:
+                journal.eof(origin, clock())
             self.eof.set()
             if self.on_eof is not None:
                 self.on_eof()
-
-    def _journal(self, frames: list[Any]) -> None:
-        if not frames:
-            return
-        if self.journal is not None:
-            wall = time.time_ns()
-            for frame in frames:
-                self.journal.frame(self.origin, frame, wall)
-        self.frames_seen += len(frames)
-        if self.on_frames is not None:
-            self.on_frames(self.frames_seen)
 
 
 def _spawn(command: list[str]) -> subprocess.Popen[bytes]:

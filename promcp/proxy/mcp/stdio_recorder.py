@@ -54,7 +54,7 @@ class _Session:
         from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
         from promcp.defaults import DEFAULT_TOKENIZER
         from promcp.events import Topology, Transport
-        from promcp.proxy.mcp.frames import json_decoder
+        from promcp.proxy.mcp.frames import LineFrames, json_decoder
         from promcp.proxy.mcp.observer import McpObserver
         from promcp.recorder import Recorder
 
@@ -89,6 +89,10 @@ class _Session:
         self.observer.on_error = say
         self.say = say
         self.decode = json_decoder()
+        #: each direction's framing, as the relay's own was (the same chunks, the same instants)
+        self._frames = [LineFrames(self.max_frame) for _ in fj.ORIGINS]
+        #: each direction's last chunk, until the record of its forward's end
+        self._unforwarded: list[fj.Record | None] = [None for _ in fj.ORIGINS]
         self.first_output = False
         self.exited = False
         self._next_tick = 0.0
@@ -102,8 +106,16 @@ class _Session:
 
     def handle(self, rec: fj.Record) -> None:
         kind, n = rec.kind, rec.numbers
-        if kind == fj.FRAME:
-            self._frame(rec)
+        if kind in (
+            fj.CHUNK,
+            fj.SKIPPED,
+        ):  # its forward's end follows (another direction's records may come first)
+            self._unforwarded[rec.origin] = rec
+        elif kind == fj.FORWARDED:
+            self._chunk(rec.origin, n[0], n[1])
+        elif kind == fj.EOF:
+            self._chunk(rec.origin, None, n[1])
+            self._deliver(rec.origin, self._frames[rec.origin].close(n[0], n[0]), n[1], n[0], True)
         elif kind == fj.SPAWNED:
             wall = n[3]
             self.observer.spawned(_at(wall, n[1], n[0]), _at(wall, n[1], n[1]), attrs={"pid": n[2]})
@@ -112,30 +124,56 @@ class _Session:
         elif kind == fj.EXITED:
             self._exited(rec)
 
-    def _frame(self, rec: fj.Record) -> None:
+    def relay_gone(self) -> None:
+        """The journal ended: a chunk read but not known to be forwarded (the relay was killed between the two) is
+        recorded as such; a frame without its newline stays unrecorded, as a kill leaves it."""
+        for origin in range(len(fj.ORIGINS)):
+            self._chunk(origin, None, None)
+
+    def _chunk(self, origin: int, forwarded_ns: int | None, wall_ns: int | None) -> None:
+        rec = self._unforwarded[origin]
+        if rec is None:
+            return
+        self._unforwarded[origin] = None
+        frames = self._frames[origin]
+        read_ns, read_wall = rec.numbers[0], rec.numbers[1]
+        if rec.kind == fj.SKIPPED:
+            frames.skip(rec.numbers[2], rec.payload)
+            return
+        if forwarded_ns is not None and wall_ns is not None:
+            self._deliver(
+                origin, frames.feed(rec.payload, read_ns, forwarded_ns), wall_ns, forwarded_ns, True
+            )
+        else:  # not known to have been forwarded
+            self._deliver(origin, frames.feed(rec.payload, read_ns, read_ns), read_wall, read_ns, False)
+
+    def _deliver(self, origin_index: int, frames: list[Any], wall: int, ref_ns: int, forwarded: bool) -> None:
         from promcp.proxy.mcp.observer import Seen
 
-        size, first, last, forwarded, wall = rec.numbers[:5]
-        origin = fj.ORIGINS[rec.origin]
-        seen = Seen(
-            size, _at(wall, forwarded, first), _at(wall, forwarded, last), _at(wall, forwarded, forwarded)
-        )
+        origin = fj.ORIGINS[origin_index]
         observer = self.observer
-        if origin == "server" and not self.first_output:
-            self.first_output = True
-            observer.first_output(seen.first)
-        if rec.flags & fj.OVERSIZE:
-            observer.oversize(origin, seen, rec.payload, self.max_frame)
-            return
-        line = rec.payload.rstrip(b"\r\n")
-        if not line.strip():
-            return
-        try:
-            message = self.decode(line)
-        except ValueError as exc:
-            observer.unparsable(origin, seen, "invalid_json", f"not JSON ({exc}): {line[:80]!r}")
-            return
-        observer.message(origin, message, seen)
+        for frame in frames:
+            seen = Seen(
+                frame.size,
+                _at(wall, ref_ns, frame.first_ns),
+                _at(wall, ref_ns, frame.last_ns),
+                _at(wall, ref_ns, frame.forwarded_ns) if forwarded else None,
+            )
+            if origin == "server" and not self.first_output:
+                self.first_output = True
+                observer.first_output(seen.first)
+            if frame.data is None:
+                observer.oversize(origin, seen, frame.edges, self.max_frame)
+                continue
+            line = frame.data.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            try:
+                message = self.decode(line)
+            except ValueError as exc:
+                observer.unparsable(origin, seen, "invalid_json", f"not JSON ({exc}): {line[:80]!r}")
+                continue
+            observer.message(origin, message, seen)
 
     def _spawn_failed(self, rec: fj.Record) -> None:
         from promcp.stages import Failure
@@ -209,7 +247,7 @@ def record_journal(path: str, fd: int, go_fd: int | None = None, say: Any = _say
     offset = len(fj.MAGIC)
     session: _Session | None = None
     relay_gone = go_fd is None
-    max_payload = 1 << 62
+    max_payload = 1 << 20  # a chunk (64 KiB) or a header: anything larger is a damaged file
     while True:
         gone_before = relay_gone
         start = offset
@@ -218,7 +256,6 @@ def record_journal(path: str, fd: int, go_fd: int | None = None, say: Any = _say
                 if rec.kind != fj.HEADER:
                     raise ValueError(f"{path}: the first record is not the session's header")
                 session = _Session(json.loads(rec.payload), say)
-                max_payload = session.max_frame + 1024
                 session.warm()
                 continue
             try:
@@ -240,6 +277,7 @@ def record_journal(path: str, fd: int, go_fd: int | None = None, say: Any = _say
     if session is None:  # a relay killed before its header: nothing to record
         os.unlink(path)
         return None
+    session.relay_gone()
     session.close()
     # the part is closed before the frame journal goes: whoever waits for the run sees one or the other
     os.unlink(path)
