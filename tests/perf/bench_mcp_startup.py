@@ -6,8 +6,10 @@ Each round starts the server twice, bare and wrapped (``promcp proxy mcp --out T
 ``promcp record`` writes it into a client's config), in alternating order, back to back, so the machine's noise
 hits both halves of a pair alike. Measured per start: from ``Popen`` to the ``initialize`` answer read on the
 client's end of stdout; then ``notifications/initialized`` and ``tools/list`` are sent, their answer read, stdin
-closed and the process waited for (the wrapped run's journal part is written, as in real use). Reported: the
-median and 90th percentile of each, the median of the per-pair differences, and the ratio of the medians.
+closed and the process waited for, and for a wrapped start its recorder too (the frame journal gone: the session's
+events are journaled, as in real use, and no recorder of one round takes the CPU from the next). Reported: the
+median and 90th percentile of each, the median of the per-pair differences, and the ratio of the medians. Every
+start runs without ``PYTHONDONTWRITEBYTECODE``: promcp runs from compiled modules, as installed.
 
 Servers: the npm ``@modelcontextprotocol/server-everything`` (node, the server of the Codex end-to-end test) and
 a minimal Python MCP server (``tests/fault_servers/faulty.py``), whose fast start makes the proxy's own start-up
