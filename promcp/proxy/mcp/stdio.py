@@ -319,7 +319,7 @@ class _Recording:
         self.journal.record(fj.HEADER, payload=json.dumps(header).encode())
         self._go_r, self._go_w = os.pipe()
         self._went = False
-        self._go_lock = threading.Lock()
+        self._go_lock = threading.RLock()  # go() runs in a signal handler too (the main thread may hold it)
         self.recorder: subprocess.Popen[bytes] | None = None
 
     def start_recorder(self) -> None:
