@@ -371,3 +371,38 @@ def test_an_oversize_frame_skipped_in_the_middle_is_the_frame_the_relay_saw() ->
     (a,) = whole.feed(end, 5, 6)
     (b,) = cut.feed(end, 5, 6)
     assert a == b and a.data is None and a.size == 5715 and b"TAIL" in a.edges
+
+
+def test_the_console_scripts_fast_path_takes_plain_stdio_invocations_only() -> None:
+    """``promcp proxy mcp … -- COMMAND`` as ``promcp record`` and ``proxy config`` write it goes straight to the
+    relay; anything the fast path does not fully understand (HTTP, help, an abbreviation, a bad value) is left to
+    the full command line, which explains it."""
+    from promcp.proxy.mcp.stdio import parse_fast
+
+    opts = parse_fast(
+        ["--out", "/d", "--name", "fs", "--tokenizer=cl100k_base", "--run-id", "r", "--content", "none",
+         "--max-content-bytes", "0", "--timeout", "2.5", "--max-frame", "1024", "--", "node", "s.js", "--x"]
+    )  # fmt: skip
+    assert opts is not None
+    assert (opts.command, opts.name, opts.out, opts.run_id) == (["node", "s.js", "--x"], "fs", "/d", "r")
+    assert (opts.tokenizer, opts.content, opts.max_content_bytes) == ("cl100k_base", "none", None)
+    assert (opts.timeout_s, opts.max_frame) == (2.5, 1024)
+    plain = parse_fast(["--", "cat"])
+    assert (
+        plain is not None
+        and plain.max_content_bytes == -1
+        and plain.tokenizer is None
+        and plain.name == "cat"
+    )
+    for argv in (
+        ["--upstream", "http://x", "--", "cat"],
+        ["-h"],
+        ["--time", "5", "--", "cat"],  # argparse's abbreviation: the full parser's business
+        ["--timeout", "-1", "--", "cat"],
+        ["--max-frame", "big", "--", "cat"],
+        ["--content", "bogus", "--", "cat"],
+        ["--out", "/d"],
+        ["--"],
+        ["--name"],
+    ):
+        assert parse_fast(argv) is None, argv
