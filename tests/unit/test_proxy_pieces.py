@@ -406,3 +406,29 @@ def test_the_console_scripts_fast_path_takes_plain_stdio_invocations_only() -> N
         ["--name"],
     ):
         assert parse_fast(argv) is None, argv
+
+
+def test_a_frame_journal_that_cannot_be_recorded_stays_and_leaves_no_half_part(tmp_path: Path) -> None:
+    """A damaged frame journal (a record claiming more than a chunk's bytes): the recording stops with one line,
+    the journal stays for another try, and what was journaled from it is removed — a later recording of the whole
+    journal must not count the session twice."""
+    import json
+    import os
+
+    from promcp.proxy.mcp import frame_journal as fj
+    from promcp.proxy.mcp.stdio_recorder import record_orphans
+    from promcp.store.parts import parts_dir
+
+    folder = parts_dir(tmp_path, "r")
+    w = fj.JournalWriter(str(folder), "mcp-x")
+    header = {"out": str(tmp_path), "run_id": "r", "chosen_by": "flag", "name": "x", "command": "x",
+              "tokenizer": None, "timeout_s": None, "content": "none", "max_content_bytes": -1,
+              "max_frame": 1 << 20, "proxy_pid": 1}  # fmt: skip
+    w.record(fj.HEADER, payload=json.dumps(header).encode())
+    w.record(fj.SPAWNED, (10, 20, 1234, 1_767_225_600_000_000_000))
+    w._write([fj._HEAD.pack(fj.CHUNK, 0, 0, 1 << 30, 30, 1, 0, 0, 0, 0)])  # damaged: 1 GiB announced
+    w.close()
+    said: list[str] = []
+    assert record_orphans(tmp_path, "r", say=said.append) == 0
+    assert os.path.exists(w.path) and len(said) == 1 and "damaged frame journal" in said[0]
+    assert not list(folder.glob("*.jsonl"))  # the part it had begun is gone

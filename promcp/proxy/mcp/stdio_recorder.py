@@ -246,34 +246,44 @@ def record_journal(path: str, fd: int, go_fd: int | None = None, say: Any = _say
         return None
     offset = len(fj.MAGIC)
     session: _Session | None = None
-    relay_gone = go_fd is None
-    max_payload = 1 << 20  # a chunk (64 KiB) or a header: anything larger is a damaged file
-    while True:
-        gone_before = relay_gone
-        start = offset
-        for rec, offset in fj.read_records(fd, start, max_payload):  # noqa: B007 (where the next read starts)
-            if session is None:
-                if rec.kind != fj.HEADER:
-                    raise ValueError(f"{path}: the first record is not the session's header")
-                session = _Session(json.loads(rec.payload), say)
-                session.warm()
-                continue
-            try:
-                session.handle(rec)
-            except Exception as exc:  # one record the observer cannot use must not take the session with it
-                say(f"recording error ({type(exc).__name__}: {exc})")
-        if gone_before:
-            break
+    try:
+        relay_gone = go_fd is None
+        max_payload = 1 << 20  # a chunk (64 KiB) or a header: anything larger is a damaged file
+        while True:
+            gone_before = relay_gone
+            start = offset
+            for rec, offset in fj.read_records(fd, start, max_payload):  # noqa: B007 (where the next read starts)
+                if session is None:
+                    if rec.kind != fj.HEADER:
+                        raise ValueError(f"{path}: the first record is not the session's header")
+                    session = _Session(json.loads(rec.payload), say)
+                    session.warm()
+                    continue
+                try:
+                    session.handle(rec)
+                except (
+                    Exception
+                ) as exc:  # one record the observer cannot use must not take the session with it
+                    say(f"recording error ({type(exc).__name__}: {exc})")
+            if gone_before:
+                break
+            if session is not None:
+                session.tick()
+            assert go_fd is not None
+            ready, _, _ = select.select([go_fd], [], [], _POLL_S)
+            if ready:
+                try:
+                    data = os.read(go_fd, 4096)
+                except OSError:
+                    data = b""
+                relay_gone = not data
+    except BaseException:
+        # the journal stays for `promcp finalize`, which records it whole: what this process journaled goes, or the
+        # session would be recorded twice
         if session is not None:
-            session.tick()
-        assert go_fd is not None
-        ready, _, _ = select.select([go_fd], [], [], _POLL_S)
-        if ready:
-            try:
-                data = os.read(go_fd, 4096)
-            except OSError:
-                data = b""
-            relay_gone = not data
+            with contextlib.suppress(Exception):
+                session.recorder.discard()
+        raise
     if session is None:  # a relay killed before its header: nothing to record
         os.unlink(path)
         return None
