@@ -16,11 +16,11 @@ Subpackages for more: :mod:`promcp.analysis` (load traces into pandas, the phase
 
 from __future__ import annotations
 
-import typing as _typing
-
 from promcp._version import __version__
 
-if _typing.TYPE_CHECKING:  # pragma: no cover
+# ``typing`` is not imported at run time: the stdio proxy's relay starts through this package (docs/proxy.md)
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
     from promcp.recorder import Recorder, scope
     from promcp.shims import (
         flush,
@@ -60,7 +60,7 @@ _LAZY = {
     "scope": "promcp.recorder",
 }
 
-del _typing
+del TYPE_CHECKING
 
 
 def __getattr__(name: str) -> object:

@@ -10,13 +10,12 @@ every command can finalize what it recorded.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Sequence
 
-from promcp._version import __version__
-from promcp.cli._common import run_command
+TYPE_CHECKING = False  # argparse, the command modules and ``typing`` load only past the fast path below
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 #: Subcommand modules, in the order ``promcp --help`` lists them.
 COMMAND_MODULES = (
@@ -44,6 +43,11 @@ _MODULE_OF = {"import": "import_"}
 
 
 def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
+    from promcp._version import __version__
+
     parser = argparse.ArgumentParser(
         prog="promcp",
         description="Token-flow profiling and tracing for MCP agents: see the tools tax per stage.",
@@ -59,6 +63,15 @@ def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["proxy", "mcp"]:
+        # a client starts this once per server and waits for its answer to initialize: a plain stdio invocation
+        # goes straight to the relay, which imports only the standard library (docs/proxy.md "Start-up"); the
+        # relay never returns. Anything else (HTTP, --help, a bad value) goes on to the full parser below.
+        from promcp.proxy.mcp.stdio import fast_main
+
+        fast_main(argv[2:])
+    from promcp.cli._common import run_command
+
     # a command given by name loads its own module only (``promcp report`` does not import the recorder, the
     # host, the proxies and their dependencies); anything else (``--help``, a typo) builds the whole parser
     lean = bool(argv) and (argv[0] in LEAN_COMMANDS or _MODULE_OF.get(argv[0], argv[0]) in COMMAND_MODULES)
@@ -73,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:
+    import argparse
+
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and name in action.choices:
             found: argparse.ArgumentParser = action.choices[name]

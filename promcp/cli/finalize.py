@@ -39,6 +39,7 @@ def _run(args: argparse.Namespace) -> int:
         done = [finalize(path, link=link_tool_calls)]
     elif path.is_dir():
         replayed = _replay_spool(path)
+        replayed += _record_frame_journals(path)
         if not any(iter_journals(path)) and not pending_groups(path):
             if not replayed:
                 out.print(f"{path}: no journal to finalize", highlight=False, soft_wrap=True)
@@ -50,6 +51,18 @@ def _run(args: argparse.Namespace) -> int:
     for dest in done:
         out.print(f"finalized {dest}", highlight=False, soft_wrap=True)
     return 0
+
+
+def _record_frame_journals(path: Path) -> int:
+    """The frame journals stdio MCP proxies left with nobody recording them (a relay killed before its recorder
+    started, or a recorder that died): recorded into parts of their runs, merged below with the others."""
+    from promcp.cli._common import stderr
+    from promcp.proxy.mcp.stdio_recorder import record_orphans
+
+    err = stderr()
+    return record_orphans(
+        path, say=lambda text: err.print(text, highlight=False, markup=False, soft_wrap=True)
+    )
 
 
 def _replay_spool(path: Path) -> int:

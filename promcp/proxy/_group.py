@@ -30,9 +30,11 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+
+TYPE_CHECKING = False  # no ``typing`` / ``dataclasses`` at run time: the stdio relay imports this module
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = [
     "DEFAULT_OUT",
@@ -54,13 +56,25 @@ _LAUNCHERS: Final = frozenset(
 _RUN_ID_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-@dataclass(frozen=True)
 class RunTarget:
     """Where a proxy records: dataset folder, run id, and which rule chose the run id."""
 
-    out: Path
-    run_id: str
-    chosen_by: str  # "flag", "env" or "client-session"
+    __slots__ = ("chosen_by", "out", "run_id")
+
+    def __init__(self, out: Path, run_id: str, chosen_by: str) -> None:
+        self.out = out
+        self.run_id = run_id
+        self.chosen_by = chosen_by  # "flag", "env" or "client-session"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RunTarget):
+            return NotImplemented
+        return (self.out, self.run_id, self.chosen_by) == (other.out, other.run_id, other.chosen_by)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RunTarget(out={self.out!r}, run_id={self.run_id!r}, chosen_by={self.chosen_by!r})"
 
 
 def check_run_id(run_id: str) -> str:
@@ -149,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("usage: python -m promcp.proxy._group DATASET_DIR RUN_ID\n")
         return 2
     try:
+        from promcp.proxy.mcp.stdio_recorder import record_orphans
+
+        # a stdio proxy's frame journal that nobody is on (its relay was killed before its recorder started)
+        record_orphans(Path(args[0]), args[1])
         finalize_group(Path(args[0]), args[1], link=link_tool_calls)
     except Exception as exc:  # reported, not raised: the parts stay for `promcp finalize`
         sys.stderr.write(f"promcp: could not merge run {args[1]} in {args[0]}: {exc}\n")

@@ -43,9 +43,11 @@ from promcp.proxy._group import ENV_OUT, ENV_RUN_ID
 from promcp.proxy.codex import CodexSetup, codex_setup, is_codex, mcp_overrides
 from promcp.proxy.gemini_cli import gemini_settings, is_gemini
 from promcp.proxy.llm import DEFAULT_UPSTREAMS, LLMProxy
+from promcp.proxy.mcp import frame_journal
 from promcp.proxy.mcp.clients import CLIENTS, Wrapped, load_config, wrap_servers
 from promcp.proxy.mcp.env_refs import EnvRefs
 from promcp.proxy.mcp.http import McpHttpProxy
+from promcp.proxy.mcp.stdio_recorder import record_orphans
 from promcp.recorder import Recorder
 from promcp.stages.link import link_tool_calls
 from promcp.store.journal import is_live
@@ -418,9 +420,12 @@ def _wait_for_parts(rec: Recorder, timeout_s: float) -> list[Path]:
     deadline = time.monotonic() + timeout_s
     while True:
         live = [p for p in folder.glob("*.jsonl") if is_live(p)] if folder.is_dir() else []
-        # a proxy killed by its client hands its unfinished work to a helper (.handoff-*.pkl until it has journaled
-        # it as a part of its own): wait for it too, or the run is merged without it
-        live += list(folder.glob(".handoff-*.pkl")) if folder.is_dir() else []
+        # a stdio MCP proxy's recorder finishes after the client killed the relay (its frame journal is there until
+        # its events are journaled as a part of its own): wait for it too, or the run is merged without it; a
+        # journal nobody is on any more (its relay killed before its recorder started) is recorded here
+        if record_orphans(rec.out, rec.run_id):
+            continue
+        live += [Path(p) for p in frame_journal.journals(str(folder)) if frame_journal.is_live(p)]
         if not live or time.monotonic() >= deadline:
             return live
         time.sleep(0.05)

@@ -107,14 +107,20 @@ def test_stdio_proxy_killed_mid_call_leaves_the_call_in_flight(tmp_path: Path) -
         assert "result" in answer(2)  # a finished call
         send(call(3, LONG, {"duration": 120, "steps": 2}))
         journaled(out, f'"tool":"{LONG}"')  # its request event, while the server works on it
+        s3 = json.loads(in_flight_s3(out, "run-k"))
     finally:
         proxy.send_signal(signal.SIGKILL)
         proxy.wait(30)
     assert proxy.returncode == -signal.SIGKILL
-    s3 = json.loads(in_flight_s3(out, "run-k"))
+    # the relay's recorder (its own process, not killed) reads the frame journal to its end, closes its part and
+    # removes the journal: the call's request event is kept, nothing ends the call for it
+    deadline = time.monotonic() + 60
+    while list(out.glob("_journal/*.parts/.frames-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not list(out.glob("_journal/*.parts/.frames-*")), "the recorder did not finish"
     assert s3["footprint_tokens"] > 0 and s3.get("error_type") is None  # counted, and nothing failed
 
-    # a reader finds the killed proxy's part and reads it in place, merged into one run
+    # a reader finds the killed proxy's session (its part read in place, or merged by its recorder) as one run
     read = load(out)
     assert set(read["run_id"]) == {"run-k"}
     assert calls_of(read) == {"echo": ["S3", "S4"], LONG: ["S3"]}

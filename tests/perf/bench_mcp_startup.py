@@ -6,8 +6,10 @@ Each round starts the server twice, bare and wrapped (``promcp proxy mcp --out T
 ``promcp record`` writes it into a client's config), in alternating order, back to back, so the machine's noise
 hits both halves of a pair alike. Measured per start: from ``Popen`` to the ``initialize`` answer read on the
 client's end of stdout; then ``notifications/initialized`` and ``tools/list`` are sent, their answer read, stdin
-closed and the process waited for (the wrapped run's journal part is written, as in real use). Reported: the
-median and 90th percentile of each, the median of the per-pair differences, and the ratio of the medians.
+closed and the process waited for, and for a wrapped start its recorder too (the frame journal gone: the session's
+events are journaled, as in real use, and no recorder of one round takes the CPU from the next). Reported: the
+median and 90th percentile of each, the median of the per-pair differences, and the ratio of the medians. Every
+start runs without ``PYTHONDONTWRITEBYTECODE``: promcp runs from compiled modules, as installed.
 
 Servers: the npm ``@modelcontextprotocol/server-everything`` (node, the server of the Codex end-to-end test) and
 a minimal Python MCP server (``tests/fault_servers/faulty.py``), whose fast start makes the proxy's own start-up
@@ -81,7 +83,23 @@ def _read_answer(proc: subprocess.Popen[bytes], rid: int) -> None:
             return
 
 
-def one_start(command: list[str], env: dict[str, str] | None = None) -> float:
+def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of every start: this one, without ``PYTHONDONTWRITEBYTECODE`` — an installed promcp runs from
+    compiled modules (pip compiles them), so the warm-up start of each arm writes them and the measured ones use
+    them (a tree run from source without them spends ~8 ms more compiling promcp's relay modules on every start)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, **(extra or {})}
+
+
+def _recorded(out: Path, timeout_s: float = 60.0) -> None:
+    """Wait until every wrapped session's recorder has finished (its frame journal is gone): a recorder still
+    loading its tokenizer would otherwise take the CPU from the next round's starts."""
+    deadline = time.monotonic() + timeout_s
+    while list(out.glob("_journal/*.parts/.frames-*")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def one_start(command: list[str], env: dict[str, str] | None = None, out: Path | None = None) -> float:
     """Milliseconds from Popen to the ``initialize`` answer."""
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -102,6 +120,8 @@ def one_start(command: list[str], env: dict[str, str] | None = None) -> float:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    if out is not None:
+        _recorded(out)
     return took
 
 
@@ -122,14 +142,14 @@ def bench(name: str, rounds: int, out: Path, before: Path | None = None) -> dict
             name,
         ]
         wrapped += ["--", *bare]
-    arms: dict[str, tuple[list[str], dict[str, str] | None]] = {
-        "bare": (bare, None),
-        "wrapped": (wrapped, None),
+    arms: dict[str, tuple[list[str], dict[str, str], Path | None]] = {
+        "bare": (bare, _child_env(), None),
+        "wrapped": (wrapped, _child_env(), out),
     }
     if before is not None and name != "python floor":
-        arms["before"] = (wrapped, {**os.environ, "PYTHONPATH": str(before)})
-    for command, env in arms.values():  # warm the file cache for every arm
-        one_start(command, env)
+        arms["before"] = (wrapped, _child_env({"PYTHONPATH": str(before)}), out)
+    for command, env, folder in arms.values():  # warm the file cache (and compile promcp) for every arm
+        one_start(command, env, folder)
     names = list(arms)
     times: dict[str, list[float]] = {kind: [] for kind in names}
     diffs: dict[str, list[float]] = {kind: [] for kind in names if kind != "bare"}

@@ -142,28 +142,30 @@ def test_no_import_cycle_in_the_instrumentation() -> None:
 
 def test_the_mcp_proxy_start_imports_no_dataframe_library(tmp_path: Path) -> None:
     """A client waits for ``promcp proxy mcp`` to answer ``initialize`` (Codex starts its first turn without a slow
-    server): its command-line path and its recorder, up to a ready recording, import neither pyarrow nor pandas
-    (the journal is JSONL; Parquet is written when the run is merged, in another process). Checked in a fresh
-    interpreter, where nothing else loaded them first."""
+    server): its recorder process, up to a ready recording, imports neither pyarrow nor pandas (the journal is
+    JSONL; Parquet is written when the run is merged). Checked in a fresh interpreter, where nothing else loaded
+    them first."""
     import os
     import subprocess
     import sys
 
+    header = {
+        "out": str(tmp_path), "run_id": "t", "chosen_by": "flag", "name": "cat", "command": "cat",
+        "tokenizer": None, "timeout_s": None, "content": None, "max_content_bytes": -1,
+        "max_frame": 1 << 20, "proxy_pid": 1,
+    }  # fmt: skip
     code = (
         "import sys\n"
-        "from promcp.cli import build_parser\n"
-        "args = build_parser(('proxy',)).parse_args(['proxy', 'mcp', '--run-id', 't', '--', 'cat'])\n"
-        "from promcp.proxy.mcp.stdio import StdioOptions, _Recording\n"
-        f"rec = _Recording.prepare(StdioOptions(args.command[1:], out={str(tmp_path)!r}, run_id='t'))\n"
-        "assert rec is not None\n"
-        "rec.recorder.close(finalize_run=False)\n"
+        "from promcp.proxy.mcp.stdio_recorder import _Session\n"
+        f"rec = _Session({header!r}, print)\n"
+        "rec.close()\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'pandas', 'duckdb', 'rich'))\n"
         "print(' '.join(heavy))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert got.returncode == 0, got.stderr
-    assert got.stdout.strip() == "", f"the MCP proxy's start imported {got.stdout.strip()}"
+    assert got.stdout.strip() == "", f"the MCP proxy's recorder imported {got.stdout.strip()}"
     assert list(tmp_path.rglob("*.jsonl")), "no journal part written: the recorder did not really start"
 
 
@@ -350,36 +352,56 @@ def test_the_check_finds_a_stage_event_built_outside_stages(tmp_path: Path) -> N
     assert _stage_events_built(source) == [5, 6, 7]
 
 
-#: Modules a fresh interpreter imports for ``promcp proxy mcp`` up to its entry point (the command's parser and
-#: ``promcp.proxy.mcp.stdio``): 125 measured on 2026-11-27 (``python -X importtime``, Python 3.11, this test's
-#: code), budget with room for a few small modules. A client waits for this on every server it starts.
-MCP_PROXY_ENTRY_MODULES = 150
+#: Modules a fresh interpreter imports for ``promcp proxy mcp -- SERVER`` up to the server's spawn and the relay's
+#: start: the console script's fast path into ``promcp.proxy.mcp.stdio`` (standard library only). 97 measured on
+#: 2026-11-27 (``python -X importtime``, Python 3.11, this test's code; a bare interpreter of the same venv: 64;
+#: the full command line's path was 125), budget with room for a few small modules. A client waits for this on
+#: every server it starts.
+MCP_PROXY_ENTRY_MODULES = 105
 #: What that entry point must not load: the recording path's heavy libraries (Parquet, dataframes, tokenizers).
 HEAVY = ("pyarrow", "pandas", "numpy", "duckdb", "tiktoken", "rich")
+#: the promcp modules of the relay (the recorder, the observer, the stage builders load in the recorder process)
+RELAY_MODULES = {
+    "promcp", "promcp._version", "promcp.cli", "promcp.proxy", "promcp.proxy._group", "promcp.proxy.mcp",
+    "promcp.proxy.mcp.env_refs", "promcp.proxy.mcp.frame_journal", "promcp.proxy.mcp.frames",
+    "promcp.proxy.mcp.stdio",
+}  # fmt: skip
 
 
-def test_the_mcp_proxy_entry_point_stays_within_its_import_budget() -> None:
-    """``python -X importtime`` of the ``promcp proxy mcp`` entry point in a fresh interpreter: how many modules
-    it imports (one ``import time:`` line each) and none of the heavy ones. Counted, not timed: a module count
-    does not depend on the machine's load."""
+def test_the_mcp_proxy_entry_point_stays_within_its_import_budget(tmp_path: Path) -> None:
+    """``python -X importtime`` of the ``promcp proxy mcp`` console script's path, run for real (it relays a
+    server that exits at once): how many modules the relay imports (one ``import time:`` line each), that they
+    are the relay's (no argparse, no command module, no ``typing``), and none of the heavy ones. Counted, not
+    timed: a module count does not depend on the machine's load."""
     import os
     import subprocess
     import sys
+    import time
 
-    code = (
-        "from promcp.cli import build_parser\n"
-        "build_parser(('proxy',)).parse_args(['proxy', 'mcp', '--run-id', 't', '--', 'cat'])\n"
-        "import promcp.proxy.mcp.stdio\n"
-    )
+    out = tmp_path / "ds"
+    argv = ["promcp", "proxy", "mcp", "--out", str(out), "--run-id", "t", "--name", "t", "--", "true"]
+    code = f"import sys\nsys.argv = {argv!r}\nfrom promcp.cli import main\nmain()\n"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     got = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-X", "importtime", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
     )
-    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.returncode == 0, got.stderr[-2000:]  # `true`'s exit code: the relay ran it
     imported = [
         line.rsplit("|", 1)[1].strip() for line in got.stderr.splitlines() if line.startswith("import time:")
     ][1:]  # the first line is the header
-    assert "promcp.proxy.mcp.stdio" in imported
+    run = out / "topology=c-ots" / "run_id=t" / "events.parquet"
+    deadline = time.monotonic() + 60  # the detached recorder records the session: let it finish
+    while not (run.exists() and not (out / "_journal" / "t.parts").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.exists(), "the session was not recorded"
+    ours = {m for m in imported if m.split(".")[0] == "promcp"}
+    assert ours == RELAY_MODULES, f"the relay imports {sorted(ours ^ RELAY_MODULES)} (un)expectedly"
+    assert not {"argparse", "typing", "dataclasses", "inspect"} & set(imported)
     heavy = sorted({m for m in imported if m.split(".")[0] in HEAVY})
     assert heavy == [], f"the MCP proxy's entry point imports {heavy}"
     assert len(imported) <= MCP_PROXY_ENTRY_MODULES, (

@@ -319,19 +319,116 @@ def test_parts_left_by_killed_processes_are_read_in_place_and_finalized_on_reque
     ]
 
 
-def test_held_frames_of_both_directions_replay_in_arrival_order() -> None:
-    """Frames held while the recorder loads (stdio proxy) reach the observer in the order their bytes arrived,
-    across the two directions: a ``tools/list`` answer replayed before its request was recorded as a bare protocol
-    message, not the INIT tools_discovery (seen with the real Codex CLI)."""
-    from promcp.proxy.mcp.stdio import _Tap, attach_taps
+def test_the_frame_journal_reads_back_what_the_relay_wrote_and_stops_at_a_cut_record(tmp_path: Path) -> None:
+    """The stdio relay's frame journal (promcp/proxy/mcp/frame_journal.py): records read back in the order they were
+    written across both directions, a record cut by a kill not read (and read once it is whole); the file is
+    owner-only in an owner-only folder, and a journal nobody is on is an orphan."""
+    import os
+    import stat
 
-    client, server = _Tap("client", 1 << 20), _Tap("server", 1 << 20)
-    client.feed(b'{"id":1,"method":"initialize"}\n', 10, 11)
-    server.feed(b'{"id":1,"result":{}}\n', 30, 31)
-    client.feed(b'{"id":2,"method":"tools/list"}\n', 50, 51)
-    server.feed(b'{"id":2,"result":{"tools":[]}}\n', 70, 71)
-    seen: list[tuple[str, int]] = []
-    attach_taps([server, client], lambda origin, frame: seen.append((origin, frame.last_ns)))
-    assert seen == [("client", 10), ("server", 30), ("client", 50), ("server", 70)]
-    client.feed(b'{"id":3,"method":"tools/call"}\n', 90, 91)  # live once attached
-    assert seen[-1] == ("client", 90) and not client._held and not server._held
+    from promcp.proxy.mcp import frame_journal as fj
+
+    folder = tmp_path / "_journal" / "r.parts"
+    w = fj.JournalWriter(str(folder), "mcp-x")
+    assert stat.S_IMODE(os.stat(w.path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(folder.parent).st_mode) == 0o700
+    w.record(fj.HEADER, payload=b"{}")
+    w.chunk(0, 10, b'{"id":1,"method":"initialize"}\n')
+    w.forwarded(0, 12)
+    w.skipped(1, 30, 65536, b"tail")
+    w.eof(1, 40)
+    fd = os.open(w.path, os.O_RDONLY)
+    assert fj.check_magic(fd)
+    got = [rec for rec, _ in fj.read_records(fd, len(fj.MAGIC), 1 << 20)]
+    assert [(r.kind, r.origin) for r in got] == [
+        (fj.HEADER, 0), (fj.CHUNK, 0), (fj.FORWARDED, 0), (fj.SKIPPED, 1), (fj.EOF, 1),
+    ]  # fmt: skip
+    assert got[1].payload == b'{"id":1,"method":"initialize"}\n' and got[1].numbers[0] == 10
+    assert got[2].numbers[0] == 12 and got[3].numbers[2] == 65536 and got[3].payload == b"tail"
+    end = os.path.getsize(w.path)
+    with open(w.path, "ab") as fh:  # a record whose payload is not all there yet
+        fh.write(fj._HEAD.pack(fj.CHUNK, 1, 0, 5, 1, 2, 0, 0, 0, 0) + b"ab")
+    assert [rec.kind for rec, _ in fj.read_records(fd, end, 1 << 20)] == []
+    with open(w.path, "ab") as fh:
+        fh.write(b"c\n\n")
+    assert [rec.payload for rec, _ in fj.read_records(fd, end, 1 << 20)] == [b"abc\n\n"]
+    assert fj.journals(str(folder)) == [w.path]
+    assert fj.is_live(w.path)  # the relay is on it
+    w.close()
+    assert not fj.is_live(w.path)  # nobody is: an orphan
+    os.close(fd)
+
+
+def test_an_oversize_frame_skipped_in_the_middle_is_the_frame_the_relay_saw() -> None:
+    """The relay journals only the count and last bytes of an oversize frame's middle; the recorder's framing
+    (``LineFrames.skip``) gives the frame the relay's own framing would: its size, instants and edges."""
+    whole, cut = LineFrames(max_frame=600), LineFrames(max_frame=600)
+    head, middle, end = b"h" * 700, b"m" * 5000 + b"TAIL", b"e" * 10 + b"\n"
+    assert whole.feed(head, 1, 2) == [] and cut.feed(head, 1, 2) == []
+    assert whole.feed(middle, 3, 4) == []
+    cut.skip(len(middle), middle[-512:])
+    (a,) = whole.feed(end, 5, 6)
+    (b,) = cut.feed(end, 5, 6)
+    assert a == b and a.data is None and a.size == 5715 and b"TAIL" in a.edges
+
+
+def test_the_console_scripts_fast_path_takes_plain_stdio_invocations_only() -> None:
+    """``promcp proxy mcp … -- COMMAND`` as ``promcp record`` and ``proxy config`` write it goes straight to the
+    relay; anything the fast path does not fully understand (HTTP, help, an abbreviation, a bad value) is left to
+    the full command line, which explains it."""
+    from promcp.proxy.mcp.stdio import parse_fast
+
+    opts = parse_fast(
+        ["--out", "/d", "--name", "fs", "--tokenizer=cl100k_base", "--run-id", "r", "--content", "none",
+         "--max-content-bytes", "0", "--timeout", "2.5", "--max-frame", "1024", "--", "node", "s.js", "--x"]
+    )  # fmt: skip
+    assert opts is not None
+    assert (opts.command, opts.name, opts.out, opts.run_id) == (["node", "s.js", "--x"], "fs", "/d", "r")
+    assert (opts.tokenizer, opts.content, opts.max_content_bytes) == ("cl100k_base", "none", None)
+    assert (opts.timeout_s, opts.max_frame) == (2.5, 1024)
+    plain = parse_fast(["--", "cat"])
+    assert (
+        plain is not None
+        and plain.max_content_bytes == -1
+        and plain.tokenizer is None
+        and plain.name == "cat"
+    )
+    for argv in (
+        ["--upstream", "http://x", "--", "cat"],
+        ["-h"],
+        ["--time", "5", "--", "cat"],  # argparse's abbreviation: the full parser's business
+        ["--timeout", "-1", "--", "cat"],
+        ["--max-frame", "big", "--", "cat"],
+        ["--content", "bogus", "--", "cat"],
+        ["--out", "/d"],
+        ["--"],
+        ["--name"],
+    ):
+        assert parse_fast(argv) is None, argv
+
+
+def test_a_frame_journal_that_cannot_be_recorded_stays_and_leaves_no_half_part(tmp_path: Path) -> None:
+    """A damaged frame journal (a record claiming more than a chunk's bytes): the recording stops with one line,
+    the journal stays for another try, and what was journaled from it is removed — a later recording of the whole
+    journal must not count the session twice."""
+    import json
+    import os
+
+    from promcp.proxy.mcp import frame_journal as fj
+    from promcp.proxy.mcp.stdio_recorder import record_orphans
+    from promcp.store.parts import parts_dir
+
+    folder = parts_dir(tmp_path, "r")
+    w = fj.JournalWriter(str(folder), "mcp-x")
+    header = {"out": str(tmp_path), "run_id": "r", "chosen_by": "flag", "name": "x", "command": "x",
+              "tokenizer": None, "timeout_s": None, "content": "none", "max_content_bytes": -1,
+              "max_frame": 1 << 20, "proxy_pid": 1}  # fmt: skip
+    w.record(fj.HEADER, payload=json.dumps(header).encode())
+    w.record(fj.SPAWNED, (10, 20, 1234, 1_767_225_600_000_000_000))
+    w._write([fj._HEAD.pack(fj.CHUNK, 0, 0, 1 << 30, 30, 1, 0, 0, 0, 0)])  # damaged: 1 GiB announced
+    w.close()
+    said: list[str] = []
+    assert record_orphans(tmp_path, "r", say=said.append) == 0
+    assert os.path.exists(w.path) and len(said) == 1 and "damaged frame journal" in said[0]
+    assert not list(folder.glob("*.jsonl"))  # the part it had begun is gone

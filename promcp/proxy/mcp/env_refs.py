@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # no ``typing`` at run time: the stdio relay imports this module
+if TYPE_CHECKING:
+    from typing import Any
 
 #: the variables that carry the values (removed by ``promcp proxy mcp`` before it starts the server)
 PREFIX = "PROMCP_MCP_ENV_"

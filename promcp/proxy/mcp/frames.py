@@ -9,9 +9,10 @@ runs it before the rest of promcp is loaded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+TYPE_CHECKING = False  # no ``typing`` at run time: the relay imports only what a line copier would
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["DEFAULT_MAX_FRAME", "Frame", "LineFrames", "json_decoder"]
 
@@ -21,18 +22,35 @@ DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 EDGE = 512
 
 
-@dataclass(frozen=True, slots=True)
 class Frame:
     """One line: its bytes (``None`` when longer than the limit), its size with the newline, and the monotonic
     instants (ns) its first byte arrived, its last byte arrived and its last byte was forwarded. An oversize
-    frame keeps its first and last :data:`EDGE` bytes (``edges``), where a JSON-RPC id is found."""
+    frame keeps its first and last :data:`EDGE` bytes (``edges``), where a JSON-RPC id is found. (A plain class,
+    not a dataclass: ``dataclasses`` imports ``inspect``, milliseconds of every wrapped server's start.)"""
 
-    data: bytes | None
-    size: int
-    first_ns: int
-    last_ns: int
-    forwarded_ns: int
-    edges: bytes = b""
+    __slots__ = ("data", "edges", "first_ns", "forwarded_ns", "last_ns", "size")
+
+    def __init__(
+        self,
+        data: bytes | None,
+        size: int,
+        first_ns: int,
+        last_ns: int,
+        forwarded_ns: int,
+        edges: bytes = b"",
+    ) -> None:
+        self.data, self.size, self.edges = data, size, edges
+        self.first_ns, self.last_ns, self.forwarded_ns = first_ns, last_ns, forwarded_ns
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Frame):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Frame(size={self.size}, first_ns={self.first_ns}, last_ns={self.last_ns}, data={self.data!r:.60})"
 
 
 class LineFrames:
@@ -60,6 +78,13 @@ class LineFrames:
                 break
             frames.append(self._frame(read_ns, forwarded_ns))
         return frames
+
+    def skip(self, n: int, tail: bytes) -> None:
+        """``n`` more bytes of an oversize frame that were not kept (only their last ``tail`` bytes): counted, and
+        its last bytes kept. The stdio relay journals the middle of such a frame this way."""
+        self._size += n
+        self._parts, self._kept = [], self.max_frame + 1
+        self._tail = (self._tail + tail)[-EDGE:]
 
     def close(self, read_ns: int, forwarded_ns: int) -> list[Frame]:
         """The last frame when the stream ended without its newline."""

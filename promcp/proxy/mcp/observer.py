@@ -129,8 +129,8 @@ def error_failure(error: Any) -> Failure:
 @dataclass
 class Deferred:
     """Token counting the observer leaves for later: a ``tools/list`` page or one side of a ``tools/call``, as
-    plain measured values. Picklable (without its tokenizer and capture callbacks), so a proxy about to be killed
-    hands unfinished ones to a detached helper (:mod:`.handoff`) instead of losing them."""
+    plain measured values. Picklable (without its tokenizer and capture callbacks): what
+    :meth:`promcp.recorder.Recorder.hand_off` takes can be finished by another process."""
 
     kind: str  # "tools_list", "s3" or "s4"
     fields: dict[str, Any]
