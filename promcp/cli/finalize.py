@@ -56,13 +56,9 @@ def _run(args: argparse.Namespace) -> int:
 def _record_frame_journals(path: Path) -> int:
     """The frame journals stdio MCP proxies left with nobody recording them (a relay killed before its recorder
     started, or a recorder that died): recorded into parts of their runs, merged below with the others."""
-    from promcp.cli._common import stderr
     from promcp.proxy.mcp.stdio_recorder import record_orphans
 
-    err = stderr()
-    return record_orphans(
-        path, say=lambda text: err.print(text, highlight=False, markup=False, soft_wrap=True)
-    )
+    return record_orphans(path)
 
 
 def _replay_spool(path: Path) -> int:

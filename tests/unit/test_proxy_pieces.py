@@ -408,11 +408,14 @@ def test_the_console_scripts_fast_path_takes_plain_stdio_invocations_only() -> N
         assert parse_fast(argv) is None, argv
 
 
-def test_a_frame_journal_that_cannot_be_recorded_stays_and_leaves_no_half_part(tmp_path: Path) -> None:
+def test_a_frame_journal_that_cannot_be_recorded_stays_and_leaves_no_half_part(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A damaged frame journal (a record claiming more than a chunk's bytes): the recording stops with one line,
     the journal stays for another try, and what was journaled from it is removed — a later recording of the whole
     journal must not count the session twice."""
     import json
+    import logging
     import os
 
     from promcp.proxy.mcp import frame_journal as fj
@@ -428,7 +431,8 @@ def test_a_frame_journal_that_cannot_be_recorded_stays_and_leaves_no_half_part(t
     w.record(fj.SPAWNED, (10, 20, 1234, 1_767_225_600_000_000_000))
     w._write([fj._HEAD.pack(fj.CHUNK, 0, 0, 1 << 30, 30, 1, 0, 0, 0, 0)])  # damaged: 1 GiB announced
     w.close()
-    said: list[str] = []
-    assert record_orphans(tmp_path, "r", say=said.append) == 0
+    with caplog.at_level(logging.WARNING, logger="promcp.proxy.mcp.stdio_recorder"):
+        assert record_orphans(tmp_path, "r") == 0
+    said = [r.getMessage() for r in caplog.records if r.name == "promcp.proxy.mcp.stdio_recorder"]
     assert os.path.exists(w.path) and len(said) == 1 and "damaged frame journal" in said[0]
     assert not list(folder.glob("*.jsonl"))  # the part it had begun is gone

@@ -18,6 +18,7 @@ such journals the same way (``promcp finalize``, ``promcp record`` and every run
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import sys
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["GRACE_S", "main", "record_journal", "record_orphans"]
+
+log = logging.getLogger(__name__)
 
 #: how long the recorder waits for the relay's go before it loads anyway
 GRACE_S = 3.0
@@ -50,7 +53,7 @@ def _at(wall_ns: int, ref_ns: int, mono_ns: int) -> Any:
 class _Session:
     """One journal's recorder and observer (loaded once the journal's header is read)."""
 
-    def __init__(self, header: dict[str, Any], say: Any) -> None:
+    def __init__(self, header: dict[str, Any]) -> None:
         from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
         from promcp.defaults import DEFAULT_TOKENIZER
         from promcp.events import Topology, Transport
@@ -86,8 +89,7 @@ class _Session:
             tokenizer=header.get("tokenizer") or DEFAULT_TOKENIZER,
             timeout_s=self.timeout_s,
         )
-        self.observer.on_error = say
-        self.say = say
+        self.observer.on_error = log.warning
         self.decode = json_decoder()
         #: each direction's framing, as the relay's own was (the same chunks, the same instants)
         self._frames = [LineFrames(self.max_frame) for _ in fj.ORIGINS]
@@ -102,7 +104,7 @@ class _Session:
         try:
             self.observer.tokenizer()
         except Exception as exc:
-            self.say(f"tokenizer unavailable ({exc}); events are recorded without token counts")
+            log.warning("tokenizer unavailable (%s); events are recorded without token counts", exc)
 
     def handle(self, rec: fj.Record) -> None:
         kind, n = rec.kind, rec.numbers
@@ -210,7 +212,7 @@ class _Session:
                 at, Failure.of("server_exited", f"the server exited ({status})"), {"exit_code": returncode}
             )
         if dropped:
-            self.say(f"{dropped} frame(s) could not be journaled and were not recorded")
+            log.warning("%d chunk(s) could not be journaled by the relay and were not recorded", dropped)
 
     def tick(self) -> None:
         """Close requests past ``--timeout`` (only called when every journaled frame has been read)."""
@@ -227,13 +229,7 @@ class _Session:
         self.recorder.close(finalize_run=False)
 
 
-def _say(text: str) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"promcp proxy: {text}\n")
-        sys.stderr.flush()
-
-
-def record_journal(path: str, fd: int, go_fd: int | None = None, say: Any = _say) -> tuple[str, str] | None:
+def record_journal(path: str, fd: int, go_fd: int | None = None) -> tuple[str, str] | None:
     """Record the frame journal ``path`` (``fd``: open, locked) until its relay is gone — ``go_fd`` is the relay's
     pipe, None when it is gone already — then remove it. Returns (dataset folder, run id), or None when the
     journal held no session (removed all the same)."""
@@ -241,7 +237,7 @@ def record_journal(path: str, fd: int, go_fd: int | None = None, say: Any = _say
 
     if not fj.check_magic(fd):
         if go_fd is None:
-            say(f"{path}: not a frame journal (or cut before its first record); removed")
+            log.warning("%s: not a frame journal (or cut before its first record); removed", path)
             os.unlink(path)
         return None
     offset = len(fj.MAGIC)
@@ -256,7 +252,7 @@ def record_journal(path: str, fd: int, go_fd: int | None = None, say: Any = _say
                 if session is None:
                     if rec.kind != fj.HEADER:
                         raise ValueError(f"{path}: the first record is not the session's header")
-                    session = _Session(json.loads(rec.payload), say)
+                    session = _Session(json.loads(rec.payload))
                     session.warm()
                     continue
                 try:
@@ -264,7 +260,7 @@ def record_journal(path: str, fd: int, go_fd: int | None = None, say: Any = _say
                 except (
                     Exception
                 ) as exc:  # one record the observer cannot use must not take the session with it
-                    say(f"recording error ({type(exc).__name__}: {exc})")
+                    log.warning("recording error (%s: %s)", type(exc).__name__, exc)
             if gone_before:
                 break
             if session is not None:
@@ -294,7 +290,7 @@ def record_journal(path: str, fd: int, go_fd: int | None = None, say: Any = _say
     return str(session.header["out"]), str(session.header["run_id"])
 
 
-def record_orphans(root: Path | str, run_id: str | None = None, say: Any = _say) -> int:
+def record_orphans(root: Path | str, run_id: str | None = None) -> int:
     """Record the frame journals under dataset ``root`` (one run's, or every run's) that nobody is on — left by a
     relay killed before its recorder started, or by a recorder that died; returns how many. Live ones are left
     to their recorder. Not merged here: the caller merges."""
@@ -307,10 +303,10 @@ def record_orphans(root: Path | str, run_id: str | None = None, say: Any = _say)
             if fd is None:
                 continue
             try:
-                record_journal(path, fd, None, say)
+                record_journal(path, fd, None)
                 done += 1
             except Exception as exc:  # left in place for another try; the rest of the run is merged
-                say(f"{path}: could not be recorded ({type(exc).__name__}: {exc})")
+                log.warning("%s: could not be recorded (%s: %s)", path, type(exc).__name__, exc)
             finally:
                 os.close(fd)
     return done
@@ -339,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         where = record_journal(path, fd, go_fd)
     except Exception as exc:  # the journal stays for `promcp finalize`
-        _say(f"could not record {path} ({type(exc).__name__}: {exc})")
+        log.warning("could not record %s (%s: %s)", path, type(exc).__name__, exc)
         return 1
     finally:
         os.close(fd)
@@ -353,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         record_orphans(out, run_id)
         finalize_group(out, run_id, link=link_tool_calls)
     except Exception as exc:  # the parts stay for `promcp finalize`
-        _say(f"could not merge run {run_id} in {out}: {exc}")
+        log.warning("could not merge run %s in %s: %s", run_id, out, exc)
         return 1
     return 0
 
