@@ -142,3 +142,54 @@ def test_sigterm_then_sigkill_a_tenth_of_a_second_later_loses_no_event(tmp_path:
         assert sorted(calls["stage"]) == ["S3", "S4"] and (calls["status"] == "ok").all(), k
         assert not list(out.rglob(".frames-*"))
         assert os.listdir(out / "_journal") == []
+
+
+def _recorder_pid(journal: Path) -> int:
+    """The pid of the recorder process on ``journal`` (its command line names the journal)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"promcp.proxy.mcp.stdio_recorder" in cmdline and str(journal).encode() in cmdline:
+                return int(entry.name)
+    raise AssertionError(f"no recorder process on {journal}")
+
+
+def test_a_recorder_killed_mid_session_is_recorded_once_by_finalize(tmp_path: Path) -> None:
+    """The recorder dies (SIGKILL, the OOM killer) after it journaled part of the session: its frame journal is an
+    orphan, recorded whole by ``promcp finalize`` — and the part the dead recorder wrote is dropped, so every event
+    is in the run exactly once (it used to be twice)."""
+    _need()
+    out = tmp_path / "ds"
+    command = [*PROMCP, "proxy", "mcp", "--out", str(out), "--name", "everything", "--run-id", "dead"]
+    client = Client([*command, "--", "node", str(EVERYTHING)])
+    try:
+        client.handshake_and_echo("first")
+        (journal,) = out.glob("_journal/dead.parts/.frames-*")
+        deadline = time.monotonic() + 60
+        while not any("tools_discovery" in p.read_text() for p in out.glob("_journal/dead.parts/*.jsonl")):
+            assert time.monotonic() < deadline, "the recorder journaled nothing"
+            time.sleep(0.05)
+        os.kill(_recorder_pid(journal), signal.SIGKILL)
+        params = {
+            "name": "echo",
+            "arguments": {"message": "second"},
+        }  # the relay goes on without its recorder
+        client.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params})
+        assert "second" in json.dumps(client.answer(4))
+    finally:
+        assert client.proc.stdin is not None
+        client.proc.stdin.close()
+        client.proc.wait(30)
+    assert journal.exists() and list(out.glob("_journal/dead.parts/*.jsonl")), "what the dead recorder left"
+
+    done = subprocess.run([*PROMCP, "finalize", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "recorded again whole" in done.stderr
+    ev = merged(out, "dead")
+    assert (ev["phase"] == "spawn").sum() == 1 and (ev["phase"] == "tools_discovery").sum() == 1
+    calls = ev[ev["tool"] == "echo"]
+    assert sorted(calls["stage"]) == ["S3", "S3", "S4", "S4"] and (calls["status"] == "ok").all()
+    assert len(ev) == len(ev.drop_duplicates(subset=["stage", "phase", "tool", "t_start_ns"]))

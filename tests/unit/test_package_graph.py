@@ -157,7 +157,7 @@ def test_the_mcp_proxy_start_imports_no_dataframe_library(tmp_path: Path) -> Non
     code = (
         "import sys\n"
         "from promcp.proxy.mcp.stdio_recorder import _Session\n"
-        f"rec = _Session({header!r})\n"
+        f'rec = _Session({header!r}, "1-abcdef")\n'
         "rec.close()\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'pandas', 'duckdb', 'rich'))\n"
         "print(' '.join(heavy))\n"

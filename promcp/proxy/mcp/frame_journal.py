@@ -195,6 +195,12 @@ def read_records(fd: int, offset: int, max_payload: int) -> Iterator[tuple[Recor
         yield Record(kind, origin, flags, tuple(numbers), payload), offset
 
 
+def journal_id(path: str) -> str:
+    """The ``<pid>-<random>`` that names one relay's journal (its recorder's journal part carries it too)."""
+    base = os.path.basename(path)[len(PREFIX) : -len(SUFFIX)]
+    return "-".join(base.rsplit("-", 2)[-2:])
+
+
 def check_magic(fd: int) -> bool:
     return os.pread(fd, len(MAGIC), 0) == MAGIC
 

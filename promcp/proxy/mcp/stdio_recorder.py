@@ -53,7 +53,7 @@ def _at(wall_ns: int, ref_ns: int, mono_ns: int) -> Any:
 class _Session:
     """One journal's recorder and observer (loaded once the journal's header is read)."""
 
-    def __init__(self, header: dict[str, Any]) -> None:
+    def __init__(self, header: dict[str, Any], journal_id: str) -> None:
         from promcp.content import DEFAULT_CONTENT, DEFAULT_MAX_CONTENT_BYTES
         from promcp.defaults import DEFAULT_TOKENIZER
         from promcp.events import Topology, Transport
@@ -70,7 +70,7 @@ class _Session:
             topology=Topology.C_OTS,
             source="proxy:mcp",
             run_id=header["run_id"],
-            part=f"mcp-{self.name}",
+            part=part_name(journal_id, self.name),
             content=header.get("content") or DEFAULT_CONTENT,
             max_content_bytes=DEFAULT_MAX_CONTENT_BYTES if max_content == -1 else max_content,
             meta={
@@ -229,6 +229,29 @@ class _Session:
         self.recorder.close(finalize_run=False)
 
 
+def part_name(journal_id: str, server: str) -> str:
+    """The journal part a recorder writes for the frame journal ``journal_id``: named after it, so whoever records
+    that journal again (its recorder died) finds what the dead one wrote."""
+    return f"fj{journal_id}-mcp-{server}"
+
+
+def _drop_dead_parts(header: dict[str, Any], journal_id: str) -> int:
+    """Remove the journal parts a dead recorder of this frame journal left (the journal is recorded whole again);
+    how many. Under the dataset's group lock, so no merge reads them meanwhile."""
+    from promcp.store.parts import group_lock, parts_dir
+
+    root = Path(header["out"])
+    folder = parts_dir(root, header["run_id"])
+    prefix = part_name(journal_id, "")
+    dropped = 0
+    with group_lock(root):
+        for part in folder.glob(f"{prefix}*"):
+            if part.name.startswith(prefix) and part.suffix == ".jsonl":
+                part.unlink()
+                dropped += 1
+    return dropped
+
+
 def record_journal(path: str, fd: int, go_fd: int | None = None) -> tuple[str, str] | None:
     """Record the frame journal ``path`` (``fd``: open, locked) until its relay is gone — ``go_fd`` is the relay's
     pipe, None when it is gone already — then remove it. Returns (dataset folder, run id), or None when the
@@ -252,7 +275,14 @@ def record_journal(path: str, fd: int, go_fd: int | None = None) -> tuple[str, s
                 if session is None:
                     if rec.kind != fj.HEADER:
                         raise ValueError(f"{path}: the first record is not the session's header")
-                    session = _Session(json.loads(rec.payload))
+                    header = json.loads(rec.payload)
+                    if go_fd is None and (dropped := _drop_dead_parts(header, fj.journal_id(path))):
+                        log.warning(
+                            "%s: recorded again whole; the %d part(s) its dead recorder left are removed",
+                            path,
+                            dropped,
+                        )
+                    session = _Session(header, fj.journal_id(path))
                     session.warm()
                     continue
                 try:
