@@ -150,15 +150,6 @@ class BoundedWorker(Generic[T]):
             self._cond.notify_all()
             return True
 
-    def take_pending(self) -> list[T]:
-        """Take every queued item out (not the one being handled): another process will finish them."""
-        with self._cond:
-            taken = [item for item, _ in self._items]
-            self._bytes -= sum(size for _, size in self._items)
-            self._items.clear()
-            self._cond.notify_all()
-            return taken
-
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every item queued so far is handled (False: ``timeout`` passed first)."""
         deadline = None if timeout is None else time.monotonic() + timeout

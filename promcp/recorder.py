@@ -193,9 +193,6 @@ class Recorder:
         self._later: BoundedWorker[Later] | None = None
         self._later_lock = threading.Lock()
         self._worker_errors: list[BaseException] = []
-        self._current: Later | None = None
-        self._current_lock = threading.Lock()
-        self._abandoned = False
         self._drain = threading.Event()
         self._last_activity = 0.0
         self._pid = os.getpid()
@@ -338,38 +335,14 @@ class Recorder:
             self._drain.wait(self.LATER_IDLE_S - quiet)
 
     def _build_later(self, item: Later) -> None:
-        with self._current_lock:  # current while it waits for quiet too: a hand-off takes it then
-            self._current = item
         self._wait_for_quiet()
-        with self._current_lock:
-            if self._current is not item:  # handed off while waiting: another process builds it
-                return
-        try:
-            event = item.build()
-        finally:
-            with self._current_lock:  # handed off meanwhile (hand_off): another process builds it
-                mine = self._current is item
-                self._current = None
-        if event is not None and mine:
+        event = item.build()
+        if event is not None:
             self._journal([self._complete(event, item.scope, item.seq)])
 
     def _later_failed(self, _item: Later | None, exc: BaseException) -> None:
         """A broken builder: counted (``worker_errors``) and logged by the worker, which goes on."""
         self._worker_errors.append(exc)
-
-    def hand_off(self) -> list[Later]:
-        """Take the :meth:`emit_later` work not journaled yet — queued, and the one being built now (whose result
-        is then dropped) — so another process can finish it: a proxy about to be killed by its client hands its
-        token counting to a detached helper. Items keep their ``seq`` and scope; the recorder stays usable."""
-        taken: list[Later] = []
-        with self._current_lock:
-            if self._current is not None:
-                taken.append(self._current)
-                self._current = None
-                self._abandoned = True  # close() does not wait for that build any more
-        if self._later is not None:
-            taken.extend(self._later.take_pending())
-        return taken
 
     def flush(self) -> None:
         """Wait until every :meth:`emit_later` event is journaled (building them now, without waiting for quiet)."""
@@ -423,8 +396,7 @@ class Recorder:
             return None
         if self._later is not None:
             self._drain.set()
-            # a build handed off to another process is not waited for
-            left = self._later.close(timeout=0.2 if self._abandoned else self.CLOSE_TIMEOUT_S)
+            left = self._later.close(timeout=self.CLOSE_TIMEOUT_S)
             if left:
                 self.lost += len(left)
                 log.warning(

@@ -105,14 +105,6 @@ def test_ticks_run_when_quiet_and_after_each_item_and_on_stop_runs_on_the_thread
     assert seen[seen.index("a") + 1] == "tick"  # and one after it
 
 
-def test_take_pending_empties_the_queue_for_another_process() -> None:
-    worker: BoundedWorker[int] = BoundedWorker(lambda _i: None, name="t", max_items=None, start=False)
-    for i in range(3):
-        worker.put(i, 7)
-    assert worker.take_pending() == [0, 1, 2] and worker.backlog_bytes == 0 and worker.backlog_items == 0
-    assert worker.close(timeout=1) == []
-
-
 def test_no_source_hand_rolls_a_queue_and_worker_of_its_own() -> None:
     """The recorder, collect and both proxies used to carry four queue + thread pairs with four policies: the one
     bounded worker (a deque under a condition) is the only one left, and no module imports ``queue`` to start another

@@ -4,7 +4,6 @@ client config wrapping, and runs merged from several journal parts."""
 from __future__ import annotations
 
 import json
-import pickle
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +15,7 @@ from promcp.events import Event, Phase, Stage, Transport
 from promcp.proxy._group import resolve_target
 from promcp.proxy.mcp.clients import load_config, strip_jsonc, wrap_config
 from promcp.proxy.mcp.frames import LineFrames
-from promcp.proxy.mcp.observer import CLIENT, SERVER, Deferred, McpObserver, Seen
+from promcp.proxy.mcp.observer import CLIENT, SERVER, McpObserver, Seen
 from promcp.recorder import Recorder
 from promcp.stages import FakeClock
 from promcp.stages.link import link_tool_calls
@@ -200,16 +199,6 @@ def test_observer_cancel_timeout_late_answer_and_garbage(tmp_path: Path) -> None
     read = mcp[mcp["mcp_method"] == "resources/read"].iloc[0]
     assert (read["status"], read["latency_ms"], read["direction"]) == ("timeout", 6000.0, "client->server")
     assert "invalid_json" in set(mcp["error_type"])
-
-
-def test_deferred_pickles_without_callbacks(tmp_path: Path) -> None:
-    obs, rec, clock = _observer(tmp_path)
-    item = obs._deferred("s3", {"tool": "t", "start": clock.now(), "end": clock.now(), "sent": clock.now()})
-    again = pickle.loads(pickle.dumps(item))
-    assert isinstance(again, Deferred) and again.put_text is None and again.fields["tool"] == "t"
-    event = again()
-    assert event is not None and event.stage is Stage.S3 and event.tokenizer == "o200k_base"
-    rec.close()
 
 
 def test_wrap_every_client_format_once(tmp_path: Path) -> None:

@@ -245,22 +245,6 @@ def test_emit_later_waits_for_quiet_but_flush_and_close_build_everything(tmp_pat
     assert sorted(pq.read_table(path).column("seq").to_pylist()) == list(range(9))
 
 
-def test_a_hand_off_takes_the_item_the_worker_holds_while_it_waits_for_quiet(tmp_path: Path) -> None:
-    """The worker takes an item off the queue, then waits for quiet before building it: a hand-off in that window
-    (a proxy's SIGTERM) must take it too, and the worker must not build it as well. It used to be in neither place:
-    a tool call's S3 lost while its S4, still queued, was handed off (issue 23, item 7)."""
-    rec = Recorder(tmp_path, run_id="handoff", part="p")
-    rec.emit_later(lambda: _s3(1))
-    rec.emit_later(lambda: _s3(2))
-    time.sleep(Recorder.LATER_IDLE_S / 5)  # the worker has the first and waits for quiet
-    taken = rec.hand_off()
-    assert [seq for seq, _scope, _build in taken] == [0, 1]
-    time.sleep(Recorder.LATER_IDLE_S * 4)
-    rec.flush()
-    assert rec.events == 0  # nothing journaled twice: the helper builds them
-    rec.close(finalize_run=False)
-
-
 def test_a_dataset_written_by_schema_v1_loads_with_the_new_columns_null(tmp_path: Path) -> None:
     """Schema v2 added the cache split and reasoning columns: a v1 file (as the previous promcp wrote it: no such
     columns, ``promcp.schema_version`` 1, cache counts in attrs) loads, reports, and the new columns are null."""

@@ -129,21 +129,13 @@ def error_failure(error: Any) -> Failure:
 @dataclass
 class Deferred:
     """Token counting the observer leaves for later: a ``tools/list`` page or one side of a ``tools/call``, as
-    plain measured values. Picklable (without its tokenizer and capture callbacks): what
-    :meth:`promcp.recorder.Recorder.hand_off` takes can be finished by another process."""
+    plain measured values."""
 
     kind: str  # "tools_list", "s3" or "s4"
     fields: dict[str, Any]
     tokenizer_name: str
     tokenizer: Callable[[], CachedTokenizer] | None = None
     put_text: PutText | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"kind": self.kind, "fields": self.fields, "tokenizer_name": self.tokenizer_name}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.kind, self.fields, self.tokenizer_name = state["kind"], state["fields"], state["tokenizer_name"]
-        self.tokenizer, self.put_text = None, None
 
     def __call__(self) -> Event | None:
         if self.tokenizer is not None:
