@@ -6,8 +6,8 @@ Each round starts the server twice, bare and wrapped (``promcp proxy mcp --out T
 ``promcp record`` writes it into a client's config), in alternating order, back to back, so the machine's noise
 hits both halves of a pair alike. Measured per start: from ``Popen`` to the ``initialize`` answer read on the
 client's end of stdout; then ``notifications/initialized`` and ``tools/list`` are sent, their answer read, stdin
-closed and the process waited for, and for a wrapped start its recorder too (the frame journal gone: the session's
-events are journaled, as in real use, and no recorder of one round takes the CPU from the next). Reported: the
+closed and the process waited for, and for a wrapped start its recorder too (the frame journal gone and the run
+merged, as in real use: no recorder of one round takes the CPU from the next). Reported: the
 median and 90th percentile of each, the median of the per-pair differences, and the ratio of the medians. Every
 start runs without ``PYTHONDONTWRITEBYTECODE``: promcp runs from compiled modules, as installed.
 
@@ -92,10 +92,11 @@ def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _recorded(out: Path, timeout_s: float = 60.0) -> None:
-    """Wait until every wrapped session's recorder has finished (its frame journal is gone): a recorder still
-    loading its tokenizer would otherwise take the CPU from the next round's starts."""
+    """Wait until every wrapped session's recorder has finished — its frame journal gone and the run merged (the
+    parts folder gone): a recorder still loading its tokenizer, or merging the run into Parquet, would otherwise
+    take the CPU from the next round's starts."""
     deadline = time.monotonic() + timeout_s
-    while list(out.glob("_journal/*.parts/.frames-*")) and time.monotonic() < deadline:
+    while list(out.glob("_journal/*.parts")) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 

@@ -12,9 +12,9 @@ The client starts the proxy where it would start the server. Two processes do th
   counted), so a kill at any moment leaves every byte the relay passed on in the journal. The relay keeps no frame:
   its memory is a chunk per direction. The server's stderr is the proxy's own (inherited).
 * **the recorder** (:mod:`.stdio_recorder`), a second Python process in its own session (the client's kill of the
-  proxy's group does not reach it) at a lower priority. The relay starts it right after the server; it waits until
-  the server has answered ``initialize`` and the request after it (or a grace period, or the session's end) before
-  it loads the recorder, the stage builders and the tokenizer, reads the journal as it grows, cuts the chunks into
+  proxy's group does not reach it) at a lower priority. The relay starts it once the server has answered
+  ``initialize`` and the request after it (or after :data:`GRACE_S`, at a SIGTERM / SIGINT, the client's close or
+  the server's exit) — not beside the booting server, whose start it would slow — and it then loads the recorder, the stage builders and the tokenizer, reads the journal as it grows, cuts the chunks into
   newline-delimited JSON-RPC frames (:class:`~.frames.LineFrames`, with the instants the relay read), builds the
   same events the observer always did (:class:`~.observer.McpObserver`), and once the relay is gone and the journal is
   read, closes its journal part, removes the frame journal and merges the run.
@@ -62,6 +62,8 @@ _PR_SET_PDEATHSIG = 1
 #: the recorder starts loading once the server has sent this many messages (the answers to initialize and to the
 #: first request after it, tools/list as a rule); it waits at most its grace period (.stdio_recorder)
 _HANDSHAKE_FRAMES = 2
+#: the recorder starts at the latest this long after the server (a server that never answers is recorded too)
+GRACE_S = 3.0
 _CONTENT_MODES = ("redacted", "full", "none")  # promcp/content.py's modes; the recorder checks them again
 
 
@@ -341,11 +343,12 @@ class _Recording:
             os.close(self._go_r)
 
     def go(self) -> None:
-        """Tell the recorder to start loading (once; never waits)."""
+        """Start the recorder and tell it to load (once; never waits for it)."""
         with self._go_lock:
             if self._went:
                 return
             self._went = True
+            self.start_recorder()
             with contextlib.suppress(OSError):
                 os.set_blocking(self._go_w, False)
                 os.write(self._go_w, b"g")
@@ -398,7 +401,6 @@ def run_stdio(opts: StdioOptions) -> int:
         failed = _recording(opts)
         if failed is not None:
             failed.spawn_failed(spawn_start, spawn_end, exc)
-            failed.start_recorder()
             failed.close()
         return code
     spawn_end = time.perf_counter_ns()
@@ -453,8 +455,11 @@ def run_stdio(opts: StdioOptions) -> int:
             signal.signal(getattr(signal, name), forward)
     up.start()  # bytes flow from here on
     down.start()
+    # the recorder starts at the handshake (or a signal, the client's close, the grace period), not beside the server
     if rec is not None:
-        rec.start_recorder()
+        grace = threading.Timer(GRACE_S, rec.go)
+        grace.daemon = True
+        grace.start()
     returncode = child.wait()
     exit_ns = time.perf_counter_ns()
     drain_until = time.monotonic() + _DRAIN_S

@@ -2,11 +2,11 @@
 the session with :class:`~.observer.McpObserver` — the same events, from the same frames and instants, as when the
 observer ran inside the relay.
 
-``python -m promcp.proxy.mcp.stdio_recorder JOURNAL GO_FD`` is started by the relay (:mod:`.stdio`) right after
-the server, in its own session and at a lower priority (``os.nice``). Until the relay says go on the pipe ``GO_FD``
-— the server answered ``initialize`` and the request after it, the client closed, a SIGTERM / SIGINT came, the
-server exited — or :data:`GRACE_S` passed, it only holds the journal's shared lock: nothing it loads competes with
-the server's start. Then it loads the recorder and the tokenizer, reads the journal as it grows, and when the relay
+``python -m promcp.proxy.mcp.stdio_recorder JOURNAL GO_FD`` is started by the relay (:mod:`.stdio`) once the
+server has answered ``initialize`` and the request after it (or the relay's grace period passed, the client closed,
+a SIGTERM / SIGINT came, the server exited), in its own session and at a lower priority (``os.nice``): nothing of
+it competes with the server's start. It takes the journal's shared lock, waits for the relay's go on the pipe
+``GO_FD`` (sent as it is started; at most :data:`GRACE_S`), then loads the recorder and the tokenizer, reads the journal as it grows, and when the relay
 is gone (EOF on the pipe: it exited, or was killed) and the journal is read to its end, it closes its journal part,
 removes the frame journal and merges the run (the last process of a run to end merges it,
 :func:`promcp.store.parts.finalize_group`).
