@@ -8,8 +8,10 @@ the end of every test session over each dataset the tests wrote under pytest's t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 EVENTS_GLOB = "topology=*/run_id=*/events.parquet"
 #: A test that plants foreign files in a dataset on purpose marks its root with this (hidden) file.
@@ -67,3 +69,17 @@ def reader_problems(root: Path) -> list[str]:
     if len(set(rows.values())) > 1:
         problems.append(f"{root}: the readers disagree on the rows: {rows}")
     return problems
+
+
+def wait_run(out: Path, run_id: str, timeout: float = 30.0, topology: str = "c-ots") -> Any:
+    """Run ``run_id`` of dataset ``out`` as a DataFrame once it is merged (its file written and no part left) — a
+    proxy's recorder or detached merge writes it just after the proxy exits."""
+    import pandas as pd
+
+    path = out / f"topology={topology}" / f"run_id={run_id}" / "events.parquet"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and not (out / "_journal" / f"{run_id}.parts").exists():
+            return pd.read_parquet(path)
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} was not merged in {timeout} s: {sorted(map(str, out.rglob('*')))}")

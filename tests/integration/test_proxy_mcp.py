@@ -26,6 +26,7 @@ from promcp.stages import tool_footprints
 from promcp.tokenizers import get as get_tokenizer
 from promcp.wire.mcp import tool_text_of
 from tests.conftest import REPO
+from tests.datasets import wait_run
 
 pytestmark = pytest.mark.servers
 
@@ -55,17 +56,6 @@ def proxied(out: Path, name: str, command: Sequence[str], *extra: str) -> list[s
         "--",
         *command,
     ]
-
-
-def wait_run(out: Path, run_id: str, timeout: float = 30.0) -> pd.DataFrame:
-    """The merged run (the detached helper writes it just after the proxy exits)."""
-    path = out / "topology=c-ots" / f"run_id={run_id}" / "events.parquet"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and not (out / "_journal" / f"{run_id}.parts").exists():
-            return pd.read_parquet(path)
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} was not finalized in {timeout} s: {sorted(map(str, out.rglob('*')))}")
 
 
 async def _session(

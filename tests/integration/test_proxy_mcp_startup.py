@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO
+from tests.datasets import wait_run
 from tests.stubs.mcp_messages import INIT
 
 pytestmark = pytest.mark.servers
@@ -74,16 +75,6 @@ class Client:
         assert text in json.dumps(self.answer(3))
 
 
-def merged(out: Path, run_id: str, timeout: float = 60.0) -> pd.DataFrame:
-    path = out / "topology=c-ots" / f"run_id={run_id}" / "events.parquet"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and not (out / "_journal" / f"{run_id}.parts").exists():
-            return pd.read_parquet(path)
-        time.sleep(0.05)
-    raise AssertionError(f"run {run_id} was not merged in {timeout} s: {sorted(map(str, out.rglob('*')))}")
-
-
 def test_a_relay_killed_before_its_recorder_started_is_recorded_by_finalize(tmp_path: Path) -> None:
     """SIGKILL of a relay whose recorder never ran: its frame journal is left with nobody on it; a reader skips
     nothing it could read, and ``promcp finalize`` records the whole session — spawn to the tools/call — from the
@@ -133,7 +124,7 @@ def test_sigterm_then_sigkill_a_tenth_of_a_second_later_loses_no_event(tmp_path:
             if client.proc.poll() is None:
                 client.proc.send_signal(signal.SIGKILL)
             client.proc.wait(30)
-        ev = merged(out, "codex")
+        ev = wait_run(out, "codex", 60.0)
         phases = ev.loc[ev["stage"] == "INIT", "phase"].tolist()
         assert {"spawn", "ready", "initialize", "tools_discovery"} <= set(phases), (k, phases)
         disc = ev[ev["phase"] == "tools_discovery"].iloc[0]
@@ -188,7 +179,7 @@ def test_a_recorder_killed_mid_session_is_recorded_once_by_finalize(tmp_path: Pa
     done = subprocess.run([*PROMCP, "finalize", str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "recorded again whole" in done.stderr
-    ev = merged(out, "dead")
+    ev = wait_run(out, "dead", 60.0)
     assert (ev["phase"] == "spawn").sum() == 1 and (ev["phase"] == "tools_discovery").sum() == 1
     calls = ev[ev["tool"] == "echo"]
     assert sorted(calls["stage"]) == ["S3", "S3", "S4", "S4"] and (calls["status"] == "ok").all()

@@ -245,10 +245,9 @@ def _drop_dead_parts(header: dict[str, Any], journal_id: str) -> int:
     prefix = part_name(journal_id, "")
     dropped = 0
     with group_lock(root):
-        for part in folder.glob(f"{prefix}*"):
-            if part.name.startswith(prefix) and part.suffix == ".jsonl":
-                part.unlink()
-                dropped += 1
+        for part in folder.glob(f"{prefix}*.jsonl"):
+            part.unlink()
+            dropped += 1
     return dropped
 
 
